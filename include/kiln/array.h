@@ -1,0 +1,115 @@
+#pragma once
+// kiln::array: a cheap handle to a lazily computed n-dimensional array.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+
+namespace kiln {
+
+using Shape = std::vector<int>;
+using Strides = std::vector<int64_t>;
+
+struct ArrayDesc;  // defined in src/core/array_desc.h
+class Primitive;
+
+class array {
+ public:
+  // A 0-d array holding one value (converted to dtype).
+  template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> ||
+                                                    std::is_same_v<T, float16_t> ||
+                                                    std::is_same_v<T, bfloat16_t>>>
+  array(T value, Dtype dtype = dtype_of<T>)  // NOLINT(implicit)
+      : array(static_cast<const void*>(&value), dtype_of<T>, Shape{}, dtype) {}
+
+  // A 1-d array from a list of values.
+  template <typename T, typename = decltype(DtypeOf<T>::value)>
+  array(std::initializer_list<T> values, Dtype dtype = dtype_of<T>)
+      : array(static_cast<const void*>(values.begin()), dtype_of<T>,
+              Shape{static_cast<int>(values.size())}, dtype) {}
+
+  // An array of the given shape from row-major data.
+  template <typename T>
+  array(const std::vector<T>& values, Shape shape, Dtype dtype = dtype_of<T>)
+      : array(checked_data(values, shape), dtype_of<T>, shape, dtype) {}  // no move: argument order is unspecified
+  template <typename T>
+  array(std::initializer_list<T> values, Shape shape, Dtype dtype = dtype_of<T>)
+      : array(std::vector<T>(values), std::move(shape), dtype) {}
+
+  // Internal: a node produced by a primitive (used by ops).
+  array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
+        std::vector<array> inputs);
+  // Internal: wraps a descriptor.
+  explicit array(std::shared_ptr<ArrayDesc> desc) : desc_(std::move(desc)) {}
+
+  const Shape& shape() const;
+  int shape(int dim) const;  // negative dims count from the end
+  // Element strides of the evaluated data (evaluates first).
+  const Strides& strides() const;
+  Dtype dtype() const;
+  size_t size() const;
+  int ndim() const;
+  size_t itemsize() const;
+  size_t nbytes() const;
+
+  // Evaluates and returns the single element converted to T.
+  template <typename T>
+  T item() const {
+    T out;
+    item_into(&out, dtype_of<T>);
+    return out;
+  }
+  // Evaluates and returns a pointer to the first element; T must be the
+  // array's dtype. Elements are laid out by strides() from there.
+  template <typename T>
+  const T* data() const {
+    return static_cast<const T*>(raw_data(dtype_of<T>));
+  }
+  template <typename T>
+  T* data() {
+    return static_cast<T*>(const_cast<void*>(raw_data(dtype_of<T>)));
+  }
+
+  void eval() const;
+  bool is_evaluated() const;   // computed (successfully or not)
+  bool has_primitive() const;  // still attached to the graph
+  // Row-major contiguous data (evaluates first).
+  bool is_row_contiguous() const;
+  // Identity of the node; equal ids are the same array.
+  uintptr_t id() const { return reinterpret_cast<uintptr_t>(desc_.get()); }
+
+  const std::shared_ptr<ArrayDesc>& desc() const { return desc_; }
+  const std::vector<array>& inputs() const;
+  const std::shared_ptr<Primitive>& primitive() const;
+
+ private:
+  array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype);
+  template <typename T>
+  static const void* checked_data(const std::vector<T>& v, const Shape& shape) {
+    check_data_size(v.size(), shape);
+    return v.data();
+  }
+  static void check_data_size(size_t n, const Shape& shape);
+  void item_into(void* out, Dtype dtype) const;
+  const void* raw_data(Dtype expected) const;
+
+  std::shared_ptr<ArrayDesc> desc_;
+};
+
+// Evaluation of lazy graphs.
+void eval(std::vector<array> outputs);
+void async_eval(std::vector<array> outputs);
+template <typename... Arrays, typename = std::enable_if_t<(std::is_same_v<std::decay_t<Arrays>, array> && ...)>>
+void eval(Arrays&&... outputs) {
+  eval(std::vector<array>{std::forward<Arrays>(outputs)...});
+}
+template <typename... Arrays, typename = std::enable_if_t<(std::is_same_v<std::decay_t<Arrays>, array> && ...)>>
+void async_eval(Arrays&&... outputs) {
+  async_eval(std::vector<array>{std::forward<Arrays>(outputs)...});
+}
+
+}  // namespace kiln

@@ -1,0 +1,216 @@
+// Copy (materialize any layout into row-major, casting on the way), the
+// views (reshape, transpose, broadcast, slice) and slice_update.
+#include <cstring>
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/strided.h"
+#include "backend/cpu/threading.h"
+#include "core/array_desc.h"
+#include "core/ops_util.h"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace cpu {
+
+namespace {
+constexpr int64_t kGrain = 1 << 15;
+
+template <typename To, typename From>
+void cast_run(const From* src, To* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = convert<To>(src[i]);
+}
+}  // namespace
+
+void cast_contiguous(const void* src, Dtype s, void* dst, Dtype d, size_t n) {
+  dispatch_all(s, [&](auto st) {
+    using S = typename decltype(st)::type;
+    dispatch_all(d, [&](auto dt) {
+      using D = typename decltype(dt)::type;
+      const S* in = static_cast<const S*>(src);
+      D* out = static_cast<D*>(dst);
+      if constexpr (std::is_same_v<S, D>) {
+        if (n) std::memcpy(out, in, n * sizeof(S));
+      } else {
+        parallel_for(static_cast<int64_t>(n), kGrain,
+                     [&](int64_t b, int64_t e) { cast_run(in + b, out + b, e - b); });
+      }
+    });
+  });
+}
+
+void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& src_strides, void* dst, Dtype d,
+                  const Strides& dst_strides) {
+  if (shape_size(shape) == 0) return;
+  Layout<2> l = collapse<2>(shape, {&dst_strides, &src_strides});
+  dispatch_all(s, [&](auto st) {
+    using S = typename decltype(st)::type;
+    dispatch_all(d, [&](auto dt) {
+      using D = typename decltype(dt)::type;
+      const S* in = static_cast<const S*>(src);
+      D* out = static_cast<D*>(dst);
+      int64_t rows = num_rows(l);
+      int64_t inner = l.shape.back();
+      parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+        for_each_row<2>(l, b, e, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st2) {
+          D* o = out + off[0];
+          const S* i = in + off[1];
+          if (st2[0] == 1 && st2[1] == 1) {
+            if constexpr (std::is_same_v<S, D>) {
+              std::memcpy(o, i, n * sizeof(S));
+            } else {
+              cast_run(i, o, n);
+            }
+          } else if (st2[0] == 1 && st2[1] == 0) {
+            D v = convert<D>(i[0]);
+            for (int64_t k = 0; k < n; ++k) o[k] = v;
+          } else {
+            for (int64_t k = 0; k < n; ++k) o[k * st2[0]] = convert<D>(i[k * st2[1]]);
+          }
+        });
+      });
+    });
+  });
+}
+
+std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_strides, const Shape& out_shape) {
+  // Size-1 dims carry no layout; drop them from the input.
+  std::vector<int64_t> ish, ist;
+  for (size_t k = 0; k < in_shape.size(); ++k) {
+    if (in_shape[k] != 1) {
+      ish.push_back(in_shape[k]);
+      ist.push_back(in_strides[k]);
+    }
+  }
+  // Walk both shapes in groups of equal element count; inside a group the
+  // input's dims must chain (stride = inner stride * inner extent).
+  Strides out(out_shape.size(), 0);
+  size_t i = 0, o = 0;
+  while (o < out_shape.size()) {
+    if (out_shape[o] == 1) {
+      ++o;
+      continue;
+    }
+    if (i >= ish.size()) return std::nullopt;
+    int64_t ic = ish[i], oc = out_shape[o];
+    size_t ie = i + 1, oe = o + 1;
+    while (ic != oc) {
+      if (ic < oc) {
+        if (ie >= ish.size()) return std::nullopt;
+        ic *= ish[ie++];
+      } else {
+        if (oe >= out_shape.size()) return std::nullopt;
+        oc *= out_shape[oe++];
+      }
+    }
+    for (size_t k = i; k + 1 < ie; ++k) {
+      if (ist[k] != ist[k + 1] * ish[k + 1]) return std::nullopt;
+    }
+    int64_t stride = ist[ie - 1];
+    for (size_t m = oe; m-- > o;) {
+      out[m] = stride;
+      stride *= out_shape[m];
+    }
+    i = ie;
+    o = oe;
+  }
+  if (i != ish.size()) return std::nullopt;
+  return out;
+}
+
+void copy_to_row_major(const array& in, array& out) {
+  const auto& id = *in.desc();
+  copy_strided(detail::data_ptr(in), id.dtype, id.shape, id.strides, detail::data_ptr(out), out.dtype(),
+               out.desc()->strides);
+}
+
+}  // namespace cpu
+
+void Copy::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  const auto& id = *in.desc();
+  if (view_if_contiguous_ && in.dtype() == out.dtype() && detail::is_row_contiguous(id.shape, id.strides)) {
+    detail::share_buffer(out, in, row_major_strides(out.shape()), id.offset);
+    return;
+  }
+  // Casting between types of one width works in place, element by element.
+  if (size_of(id.dtype) == size_of(out.dtype()) && id.offset == 0 &&
+      detail::is_row_contiguous(id.shape, id.strides)) {
+    detail::allocate_or_donate(out, in, name());
+  } else {
+    detail::allocate(out, name());
+  }
+  if (out.desc()->buffer == id.buffer && id.dtype == out.dtype()) return;
+  cpu::copy_to_row_major(in, out);
+}
+
+void Reshape::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  const auto& id = *in.desc();
+  // A view when the input's strides can express the new shape; else a copy.
+  if (out.size() == 0) {
+    detail::share_buffer(out, in, row_major_strides(out.shape()), id.offset);
+    return;
+  }
+  if (auto st = cpu::reshape_strides(id.shape, id.strides, out.shape())) {
+    detail::share_buffer(out, in, std::move(*st), id.offset);
+    return;
+  }
+  detail::allocate(out, name());
+  // Row-major order is the same in both shapes.
+  cpu::copy_strided(detail::data_ptr(in), id.dtype, id.shape, id.strides, detail::data_ptr(out), out.dtype(),
+                    row_major_strides(id.shape));
+}
+
+void Transpose::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const auto& id = *inputs[0].desc();
+  Strides st(axes_.size());
+  for (size_t i = 0; i < axes_.size(); ++i) st[i] = id.strides[axes_[i]];
+  detail::share_buffer(out, inputs[0], std::move(st), id.offset);
+}
+
+void Broadcast::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const auto& id = *inputs[0].desc();
+  int nd = out.ndim(), ni = static_cast<int>(id.shape.size());
+  Strides st(nd, 0);
+  for (int i = 0; i < ni; ++i) {
+    int o = nd - ni + i;
+    st[o] = id.shape[i] == 1 && out.shape()[o] != 1 ? 0 : id.strides[i];
+  }
+  detail::share_buffer(out, inputs[0], std::move(st), id.offset);
+}
+
+void Slice::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const auto& id = *inputs[0].desc();
+  Strides st(id.strides.size());
+  int64_t offset = id.offset;
+  for (size_t i = 0; i < st.size(); ++i) {
+    st[i] = id.strides[i] * step_[i];
+    if (out.size() > 0) offset += static_cast<int64_t>(start_[i]) * id.strides[i];
+  }
+  detail::share_buffer(out, inputs[0], std::move(st), out.size() > 0 ? offset : id.offset);
+}
+
+void SliceUpdate::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& src = inputs[0];
+  const array& upd = inputs[1];
+  if (detail::is_row_contiguous(src.shape(), src.desc()->strides) && src.desc()->offset == 0) {
+    detail::allocate_or_donate(out, src, name());
+  } else {
+    detail::allocate(out, name());
+  }
+  if (out.desc()->buffer != src.desc()->buffer) cpu::copy_to_row_major(src, out);
+  // Write the update through a strided view of the output.
+  const Strides& ost = out.desc()->strides;
+  Strides view(ost.size());
+  int64_t offset = 0;
+  for (size_t i = 0; i < ost.size(); ++i) {
+    view[i] = ost[i] * step_[i];
+    offset += static_cast<int64_t>(start_[i]) * ost[i];
+  }
+  if (upd.size() == 0) return;
+  char* base = detail::data_ptr(out) + offset * static_cast<int64_t>(out.itemsize());
+  cpu::copy_strided(detail::data_ptr(upd), upd.dtype(), upd.shape(), upd.desc()->strides, base, out.dtype(), view);
+}
+
+}  // namespace kiln

@@ -1,0 +1,16 @@
+#pragma once
+#include <optional>
+
+#include "kiln/array.h"
+
+namespace kiln::cpu {
+// Copies (and casts) elements laid out by src_strides into dst laid out by
+// dst_strides, for any shape.
+void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& src_strides, void* dst, Dtype d,
+                  const Strides& dst_strides);
+// Copies `in` into `out`'s (allocated, row-major) buffer.
+void copy_to_row_major(const array& in, array& out);
+// Strides that view data of (in_shape, in_strides) as out_shape, if the
+// layout allows it without a copy.
+std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_strides, const Shape& out_shape);
+}  // namespace kiln::cpu

@@ -1,0 +1,40 @@
+#pragma once
+// Runtime dtype -> C++ type dispatch for the CPU kernels.
+#include <type_traits>
+
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+
+namespace kiln::cpu {
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// Calls f(TypeTag<T>{}) for the C++ type of dtype t.
+template <typename F>
+decltype(auto) dispatch_all(Dtype t, F&& f) {
+  switch (t) {
+    case bool_: return f(TypeTag<bool>{});
+    case uint8: return f(TypeTag<uint8_t>{});
+    case uint32: return f(TypeTag<uint32_t>{});
+    case int8: return f(TypeTag<int8_t>{});
+    case int32: return f(TypeTag<int32_t>{});
+    case int64: return f(TypeTag<int64_t>{});
+    case float16: return f(TypeTag<float16_t>{});
+    case bfloat16: return f(TypeTag<bfloat16_t>{});
+    case float32: return f(TypeTag<float>{});
+    case float64: return f(TypeTag<double>{});
+  }
+  throw Error("[dispatch] unknown dtype");
+}
+
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+
+// The type arithmetic happens in: float for the 16-bit floats.
+template <typename T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+
+}  // namespace kiln::cpu

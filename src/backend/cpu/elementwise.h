@@ -1,0 +1,100 @@
+#pragma once
+// Shared loops of the elementwise kernels: a contiguous fast path the
+// compiler vectorizes, and a strided path for any layout.
+#include <array>
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/strided.h"
+#include "backend/cpu/threading.h"
+#include "core/array_desc.h"
+
+namespace kiln::cpu {
+
+inline constexpr int64_t kElementwiseGrain = 1 << 14;
+
+// out[i] = op(in[i]) with T the input type and O the output type; op works
+// on compute_t<T>.
+template <typename T, typename O, typename Op>
+void unary_loop(const array& in, array& out, Op op) {
+  const T* src = reinterpret_cast<const T*>(detail::data_ptr(in));
+  O* dst = reinterpret_cast<O*>(detail::data_ptr(out));
+  const auto& id = *in.desc();
+  int64_t n = static_cast<int64_t>(out.size());
+  if (detail::is_row_contiguous(id.shape, id.strides)) {
+    parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) dst[i] = static_cast<O>(op(static_cast<compute_t<T>>(src[i])));
+    });
+    return;
+  }
+  Layout<2> l = collapse<2>(out.shape(), {&out.desc()->strides, &id.strides});
+  int64_t inner = l.shape.back();
+  parallel_for(num_rows(l), std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t b, int64_t e) {
+    for_each_row<2>(l, b, e, [&](const std::array<int64_t, 2>& off, int64_t cnt, const std::array<int64_t, 2>& st) {
+      O* o = dst + off[0];
+      const T* a = src + off[1];
+      for (int64_t k = 0; k < cnt; ++k) o[k * st[0]] = static_cast<O>(op(static_cast<compute_t<T>>(a[k * st[1]])));
+    });
+  });
+}
+
+// out = op(a, b); a and b are broadcast to out's shape already.
+template <typename T, typename O, typename Op>
+void binary_loop(const array& a, const array& b, array& out, Op op) {
+  const T* pa = reinterpret_cast<const T*>(detail::data_ptr(a));
+  const T* pb = reinterpret_cast<const T*>(detail::data_ptr(b));
+  O* dst = reinterpret_cast<O*>(detail::data_ptr(out));
+  const auto& da = *a.desc();
+  const auto& db = *b.desc();
+  int64_t n = static_cast<int64_t>(out.size());
+  bool ca = detail::is_row_contiguous(da.shape, da.strides);
+  bool cb = detail::is_row_contiguous(db.shape, db.strides);
+  bool sa = da.size == 1, sb = db.size == 1;
+  using C = compute_t<T>;
+  if ((ca || sa) && (cb || sb) && da.shape.size() == out.shape().size() && !(sa && sb)) {
+    // Both inputs full-size and contiguous, or one a broadcast scalar.
+    if (ca && cb && !sa && !sb) {
+      parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) dst[i] = static_cast<O>(op(static_cast<C>(pa[i]), static_cast<C>(pb[i])));
+      });
+      return;
+    }
+    if (sa && cb && db.size == out.size()) {
+      C va = static_cast<C>(pa[0]);
+      parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) dst[i] = static_cast<O>(op(va, static_cast<C>(pb[i])));
+      });
+      return;
+    }
+    if (sb && ca && da.size == out.size()) {
+      C vb = static_cast<C>(pb[0]);
+      parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i) dst[i] = static_cast<O>(op(static_cast<C>(pa[i]), vb));
+      });
+      return;
+    }
+  }
+  Layout<3> l = collapse<3>(out.shape(), {&out.desc()->strides, &da.strides, &db.strides});
+  int64_t inner = l.shape.back();
+  parallel_for(num_rows(l), std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t s, int64_t e) {
+    for_each_row<3>(l, s, e, [&](const std::array<int64_t, 3>& off, int64_t cnt, const std::array<int64_t, 3>& st) {
+      O* o = dst + off[0];
+      const T* x = pa + off[1];
+      const T* y = pb + off[2];
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+        for (int64_t k = 0; k < cnt; ++k) o[k] = static_cast<O>(op(static_cast<C>(x[k]), static_cast<C>(y[k])));
+      } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+        C vy = static_cast<C>(y[0]);
+        for (int64_t k = 0; k < cnt; ++k) o[k] = static_cast<O>(op(static_cast<C>(x[k]), vy));
+      } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+        C vx = static_cast<C>(x[0]);
+        for (int64_t k = 0; k < cnt; ++k) o[k] = static_cast<O>(op(vx, static_cast<C>(y[k])));
+      } else {
+        for (int64_t k = 0; k < cnt; ++k) {
+          o[k * st[0]] = static_cast<O>(op(static_cast<C>(x[k * st[1]]), static_cast<C>(y[k * st[2]])));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace kiln::cpu

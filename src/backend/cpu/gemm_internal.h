@@ -1,0 +1,81 @@
+#pragma once
+// Pieces shared by the fp32 and bf16 GEMM entry points: the blocked
+// (GotoBLAS/BLIS-style) driver, panel packing, micro-kernels and the
+// small-M matrix-vector paths. Internal to src/backend/cpu.
+#include <cstdint>
+
+#include "backend/cpu/gemm.h"
+
+namespace kiln::cpu::gemm_detail {
+
+// How a micro-kernel writes its tile into C.
+enum StoreMode : int {
+  kStoreF32 = 0,       // C = tile (first K block)
+  kAccumulateF32 = 1,  // C += tile (later K blocks)
+  kStoreBf16 = 2,      // C = bf16(tile), round to nearest even (single K block only)
+};
+
+// Computes the MR x NR product of one packed A micro-panel and one packed B
+// micro-panel over kc_padded k values, and writes its top-left mr x nr
+// corner to C (row-major, leading dimension ldc in elements).
+using MicroKernelFn = void (*)(int64_t kc_padded, const void* a_panel, const void* b_panel, void* c,
+                               int64_t ldc, int mr, int nr, int store_mode);
+
+// Packs `len` (<= R) lines of a strided source into one R-wide micro-panel:
+// the k-th group holds element (r, k) for r in [0, R), zero beyond len and
+// beyond klen (up to the kernel's K alignment). `line_stride` steps between
+// lines (rows of A, columns of B), `k_stride` along K. Used for both A
+// (lines = rows) and B (lines = columns).
+using PackFn = void (*)(const void* src, int64_t line_stride, int64_t k_stride, int64_t len, int64_t klen,
+                        void* dst);
+
+// One kernel family with its cache blocking.
+struct KernelSpec {
+  const char* name;
+  int mr, nr;          // register tile
+  int64_t kc, mc, nc;  // cache blocks (kc multiple of k_align, mc of mr, nc of nr)
+  int k_align;         // packed K is padded to this (2 for bf16 pairs)
+  int packed_bytes;    // bytes per packed element (4: fp32, 2: bf16)
+  int src_bytes;       // bytes per source element of A and B
+  MicroKernelFn kernel;
+  PackFn pack_a, pack_b;
+  // Optional per-thread set-up / tear-down around a GEMM (AMX tile
+  // configuration is per-thread state).
+  void (*thread_begin)() = nullptr;
+  void (*thread_end)() = nullptr;
+};
+
+// Runs C = A * B with the given kernel family. C is float32, or bfloat16
+// when out_bf16 (then partial sums over several K blocks go through an fp32
+// workspace so rounding happens once).
+void run_blocked_gemm(const GemmArgs& g, const KernelSpec& spec, bool out_bf16);
+
+// Kernel families (defined in gemm_f32_kernels.cpp / gemm_bf16.cpp).
+const KernelSpec& f32_avx512_spec();       // fp32 sources, 14x32 AVX-512 kernel
+const KernelSpec& f32_avx2_spec();         // fp32 sources, 6x16 AVX2 kernel
+const KernelSpec& bf16_to_f32_avx512_spec();  // bf16 sources widened while packing
+const KernelSpec& bf16_to_f32_avx2_spec();
+const KernelSpec& bf16_dot_avx512_spec();  // bf16 sources, vdpbf16ps 14x32 kernel
+const KernelSpec& bf16_amx_spec();         // bf16 sources, AMX tiles, 32x32 (gemm_bf16_amx.cpp)
+
+// Small-M path (AVX-512 only): streams B exactly once, split over N across
+// threads. Returns false if the shape/layout is not one it handles (caller
+// then uses the blocked path). b_is_bf16 selects the B element type; A is
+// always read as float32 or bfloat16 matching a_is_bf16.
+bool try_gemv_avx512(const GemmArgs& g, bool a_is_bf16, bool b_is_bf16, bool out_bf16);
+
+// Largest M the matrix-vector path takes.
+inline constexpr int64_t kGemvMaxM = 8;
+
+// Threads worth using for `flops` of work (OpenMP start-up is a few
+// microseconds; below ~1 MFLOP one thread wins).
+int useful_threads(int requested, double flops);
+
+// Splits [0, n) into `parts` near-equal contiguous ranges; returns part i.
+inline void split_range(int64_t n, int parts, int i, int64_t* begin, int64_t* end) {
+  int64_t q = n / parts, r = n % parts;
+  *begin = i * q + (i < r ? i : r);
+  *end = *begin + q + (i < r ? 1 : 0);
+}
+
+}  // namespace kiln::cpu::gemm_detail

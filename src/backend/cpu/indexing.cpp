@@ -1,0 +1,131 @@
+// Gathers (take, take_along_axis) and concatenate.
+#include <cstring>
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/threading.h"
+#include "core/array_desc.h"
+#include "core/ops_util.h"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace {
+
+// Reads index i of an integer index array as int64 (any integer dtype).
+int64_t read_index(const char* p, Dtype t, int64_t i) {
+  switch (t) {
+    case uint8: return reinterpret_cast<const uint8_t*>(p)[i];
+    case uint32: return reinterpret_cast<const uint32_t*>(p)[i];
+    case int8: return reinterpret_cast<const int8_t*>(p)[i];
+    case int32: return reinterpret_cast<const int32_t*>(p)[i];
+    case int64: return reinterpret_cast<const int64_t*>(p)[i];
+    case bool_: return reinterpret_cast<const bool*>(p)[i];
+    default: throw Error(std::string("[take] indices must be integers, got ") + dtype_name(t));
+  }
+}
+
+// Row-major int64 copy of an index array, negative values wrapped, range checked.
+std::vector<int64_t> load_indices(const array& idx, int64_t extent, const char* op, const array& a) {
+  const auto& d = *idx.desc();
+  std::vector<int64_t> out(idx.size());
+  const char* p = detail::data_ptr(idx);
+  std::vector<int> pos(d.shape.size(), 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t off = 0;
+    for (size_t k = 0; k < pos.size(); ++k) off += pos[k] * d.strides[k];
+    int64_t v = read_index(p, d.dtype, off);
+    int64_t w = v < 0 ? v + extent : v;
+    if (w < 0 || w >= extent) {
+      throw Error(std::string("[") + op + "] index " + std::to_string(v) + " is out of range for an axis of size " +
+                  std::to_string(extent) + "; inputs: " + format_shape(a.shape()) + " " + dtype_name(a.dtype()) +
+                  ", indices " + format_shape(idx.shape()) + " " + dtype_name(idx.dtype()));
+    }
+    out[i] = w;
+    for (int k = static_cast<int>(pos.size()) - 1; k >= 0; --k) {
+      if (++pos[k] < d.shape[k]) break;
+      pos[k] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void Gather::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& idx = inputs[1];
+  detail::allocate(out, "take");
+  if (out.size() == 0) return;
+  std::vector<int64_t> indices = load_indices(idx, a.shape()[axis_], "take", a);
+  // a viewed as [outer, extent, inner]; out as [outer, n_idx, inner].
+  const auto& d = *a.desc();
+  Shape slab_shape;
+  Strides slab_strides;
+  int64_t outer = 1;
+  for (int i = 0; i < axis_; ++i) outer *= d.shape[i];
+  for (int i = axis_ + 1; i < a.ndim(); ++i) {
+    slab_shape.push_back(d.shape[i]);
+    slab_strides.push_back(d.strides[i]);
+  }
+  int64_t inner = shape_size(slab_shape);
+  int64_t item = static_cast<int64_t>(a.itemsize());
+  int64_t n_idx = static_cast<int64_t>(indices.size());
+  const char* src = detail::data_ptr(a);
+  char* dst = detail::data_ptr(out);
+  Strides outer_strides(d.strides.begin(), d.strides.begin() + axis_);
+  Shape outer_shape(d.shape.begin(), d.shape.begin() + axis_);
+  Strides dense = row_major_strides(slab_shape);
+  cpu::parallel_for(outer * n_idx, std::max<int64_t>(1, 4096 / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / n_idx, j = t % n_idx;
+      int64_t off = 0, rem = o;
+      for (int k = axis_ - 1; k >= 0; --k) {
+        off += (rem % outer_shape[k]) * outer_strides[k];
+        rem /= outer_shape[k];
+      }
+      off += indices[j] * d.strides[axis_];
+      cpu::copy_strided(src + off * item, d.dtype, slab_shape, slab_strides, dst + t * inner * item, d.dtype, dense);
+    }
+  });
+}
+
+void GatherAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& idx = inputs[1];
+  detail::allocate(out, "take_along_axis");
+  if (out.size() == 0) return;
+  std::vector<int64_t> indices = load_indices(idx, a.shape()[axis_], "take_along_axis", a);
+  const auto& d = *a.desc();
+  int nd = out.ndim();
+  int64_t item = static_cast<int64_t>(a.itemsize());
+  const char* src = detail::data_ptr(a);
+  char* dst = detail::data_ptr(out);
+  const Shape& os = out.shape();
+  cpu::parallel_for(static_cast<int64_t>(out.size()), 1 << 14, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t rem = t, off = 0;
+      for (int k = nd - 1; k >= 0; --k) {
+        int64_t pos = rem % os[k];
+        rem /= os[k];
+        off += (k == axis_ ? indices[t] : pos) * d.strides[k];
+      }
+      std::memcpy(dst + t * item, src + off * item, item);
+    }
+  });
+}
+
+void Concatenate::eval_cpu(const std::vector<array>& inputs, array& out) {
+  detail::allocate(out, "concatenate");
+  const Strides& ost = out.desc()->strides;
+  int64_t item = static_cast<int64_t>(out.itemsize());
+  int64_t offset = 0;
+  for (const auto& in : inputs) {
+    if (in.size() > 0) {
+      cpu::copy_strided(detail::data_ptr(in), in.dtype(), in.shape(), in.desc()->strides,
+                        detail::data_ptr(out) + offset * ost[axis_] * item, out.dtype(), ost);
+    }
+    offset += in.shape()[axis_];
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,366 @@
+// Reductions (sum, prod, max, min, all, any), argmax/argmin and softmax.
+//
+// The input is brought to row-major order (a copy only when it is not),
+// then dims are grouped into runs of kept and reduced axes. The common
+// shapes have fast loops: [kept, reduced] is a row reduction, [reduced,
+// kept] (and batches of it) a column reduction; anything else is permuted
+// so the reduced axes come last.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/simd_math.h"
+#include "backend/cpu/threading.h"
+#include "core/array_desc.h"
+#include "core/ops_util.h"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace {
+
+constexpr int64_t kReduceGrain = 1 << 15;
+
+template <typename A>
+struct SumOp {
+  A init() const { return A(0); }
+  A operator()(A a, A b) const { return a + b; }
+};
+template <typename A>
+struct ProdOp {
+  A init() const { return A(1); }
+  A operator()(A a, A b) const { return a * b; }
+};
+template <typename A>
+struct MaxOp {
+  A init() const {
+    if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
+    else return std::numeric_limits<A>::lowest();
+  }
+  A operator()(A a, A b) const { return (a > b || a != a) ? a : b; }
+};
+template <typename A>
+struct MinOp {
+  A init() const {
+    if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
+    else return std::numeric_limits<A>::max();
+  }
+  A operator()(A a, A b) const { return (a < b || a != a) ? a : b; }
+};
+struct AllOp {
+  bool init() const { return true; }
+  bool operator()(bool a, bool b) const { return a && b; }
+};
+struct AnyOp {
+  bool init() const { return false; }
+  bool operator()(bool a, bool b) const { return a || b; }
+};
+
+// Reduces n contiguous values with many independent accumulators so the
+// loop vectorizes (and float sums lose less precision than a single chain).
+template <typename A, typename T, typename Op>
+A reduce_contiguous(const T* p, int64_t n, Op op) {
+  constexpr int W = 32;
+  A acc[W];
+  for (int j = 0; j < W; ++j) acc[j] = op.init();
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    for (int j = 0; j < W; ++j) acc[j] = op(acc[j], static_cast<A>(static_cast<cpu::compute_t<T>>(p[i + j])));
+  }
+  A r = op.init();
+  for (int j = 0; j < W; ++j) r = op(r, acc[j]);
+  for (; i < n; ++i) r = op(r, static_cast<A>(static_cast<cpu::compute_t<T>>(p[i])));
+  return r;
+}
+
+// out[r] = reduce(in[r*len : (r+1)*len]) for r in [0, rows).
+template <typename T, typename O, typename A, typename Op>
+void row_reduce(const T* in, O* out, int64_t rows, int64_t len, Op op) {
+  int threads = cpu_threads();
+  if (rows >= 2 * threads || rows * len < 2 * kReduceGrain) {
+    cpu::parallel_for(rows, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) out[r] = static_cast<O>(reduce_contiguous<A>(in + r * len, len, op));
+    });
+    return;
+  }
+  // Few long rows: split each row across the threads.
+  int64_t chunks = std::min<int64_t>(threads * 4, std::max<int64_t>(1, len / kReduceGrain));
+  int64_t chunk = (len + chunks - 1) / chunks;
+  std::vector<A> partial(chunks);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = in + r * len;
+    cpu::parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        int64_t s = c * chunk, t = std::min(len, s + chunk);
+        partial[c] = s < t ? reduce_contiguous<A>(row + s, t - s, op) : op.init();
+      }
+    });
+    A acc = op.init();
+    for (auto v : partial) acc = op(acc, v);
+    out[r] = static_cast<O>(acc);
+  }
+}
+
+// out[b, j] = reduce_i in[b, i, j] for blocks of shape [len, width].
+template <typename T, typename O, typename A, typename Op>
+void column_reduce(const T* in, O* out, int64_t batches, int64_t len, int64_t width, Op op) {
+  int threads = cpu_threads();
+  // Enough columns per thread: split the columns; else split the rows and
+  // combine per-thread partial sums.
+  if (batches * width >= 64 * threads || len < 4 * threads) {
+    int64_t col_block = 256;
+    int64_t blocks_per_batch = (width + col_block - 1) / col_block;
+    cpu::parallel_for(batches * blocks_per_batch, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(len * col_block, 1)),
+                      [&](int64_t b, int64_t e) {
+      std::vector<A> acc(col_block);
+      for (int64_t blk = b; blk < e; ++blk) {
+        int64_t batch = blk / blocks_per_batch;
+        int64_t j0 = (blk % blocks_per_batch) * col_block;
+        int64_t w = std::min(col_block, width - j0);
+        for (int64_t j = 0; j < w; ++j) acc[j] = op.init();
+        const T* base = in + batch * len * width + j0;
+        for (int64_t i = 0; i < len; ++i) {
+          const T* row = base + i * width;
+          for (int64_t j = 0; j < w; ++j) acc[j] = op(acc[j], static_cast<A>(static_cast<cpu::compute_t<T>>(row[j])));
+        }
+        for (int64_t j = 0; j < w; ++j) out[batch * width + j0 + j] = static_cast<O>(acc[j]);
+      }
+    });
+    return;
+  }
+  for (int64_t batch = 0; batch < batches; ++batch) {
+    const T* base = in + batch * len * width;
+    std::vector<std::vector<A>> partial(threads, std::vector<A>(width, op.init()));
+    cpu::parallel_for(len, 1, [&](int64_t b, int64_t e) {
+      auto& acc = partial[omp_get_thread_num()];
+      for (int64_t i = b; i < e; ++i) {
+        const T* row = base + i * width;
+        for (int64_t j = 0; j < width; ++j) acc[j] = op(acc[j], static_cast<A>(static_cast<cpu::compute_t<T>>(row[j])));
+      }
+    });
+    for (int64_t j = 0; j < width; ++j) {
+      A acc = op.init();
+      for (auto& p : partial) acc = op(acc, p[j]);
+      out[batch * width + j] = static_cast<O>(acc);
+    }
+  }
+}
+
+// A row-major copy of `in` (or `in` itself when it already is one), plus
+// the data pointer to read.
+struct RowMajor {
+  std::shared_ptr<Buffer> owned;
+  const char* data;
+};
+RowMajor row_major_input(const array& in, const char* op) {
+  const auto& d = *in.desc();
+  if (detail::is_row_contiguous(d.shape, d.strides)) return {nullptr, detail::data_ptr(in)};
+  auto buf = allocator::malloc(in.nbytes(), op);
+  cpu::copy_strided(detail::data_ptr(in), d.dtype, d.shape, d.strides, buf->ptr(), d.dtype,
+                    row_major_strides(d.shape));
+  return {buf, static_cast<const char*>(buf->ptr())};
+}
+
+template <typename T, typename O, typename A, typename Op>
+void reduce_typed(const array& in, array& out, const std::vector<int>& axes, Op op, const char* name) {
+  O* dst = reinterpret_cast<O*>(detail::data_ptr(out));
+  int64_t n_out = static_cast<int64_t>(out.size());
+  if (in.size() == 0) {
+    for (int64_t i = 0; i < n_out; ++i) dst[i] = static_cast<O>(op.init());
+    return;
+  }
+  Shape shape = in.shape();
+  std::vector<bool> reduced(shape.size(), false);
+  for (int ax : axes) reduced[ax] = true;
+  // Group dims (dropping size-1 dims) into runs of kept / reduced axes.
+  std::vector<int64_t> sizes;
+  std::vector<bool> kinds;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    if (!kinds.empty() && kinds.back() == reduced[d]) {
+      sizes.back() *= shape[d];
+    } else {
+      sizes.push_back(shape[d]);
+      kinds.push_back(reduced[d]);
+    }
+  }
+  RowMajor src = row_major_input(in, name);
+  const T* p = reinterpret_cast<const T*>(src.data);
+  if (sizes.empty() || (sizes.size() == 1 && !kinds[0])) {  // nothing reduced
+    for (int64_t i = 0; i < n_out; ++i) dst[i] = static_cast<O>(static_cast<A>(static_cast<cpu::compute_t<T>>(p[i])));
+    return;
+  }
+  if (kinds.back()) {
+    if (sizes.size() == 1) return row_reduce<T, O, A>(p, dst, 1, sizes[0], op);
+    if (sizes.size() == 2) return row_reduce<T, O, A>(p, dst, sizes[0], sizes[1], op);
+  } else {
+    if (sizes.size() == 2) return column_reduce<T, O, A>(p, dst, 1, sizes[0], sizes[1], op);
+    if (sizes.size() == 3) return column_reduce<T, O, A>(p, dst, sizes[0], sizes[1], sizes[2], op);
+  }
+  // General case: move the reduced axes last, make that contiguous, reduce rows.
+  std::vector<int> perm;
+  int64_t len = 1;
+  for (size_t d = 0; d < shape.size(); ++d) if (!reduced[d]) perm.push_back(static_cast<int>(d));
+  for (size_t d = 0; d < shape.size(); ++d) if (reduced[d]) { perm.push_back(static_cast<int>(d)); len *= shape[d]; }
+  Shape pshape(shape.size());
+  Strides pstrides(shape.size());
+  Strides rm = row_major_strides(shape);
+  for (size_t i = 0; i < perm.size(); ++i) {
+    pshape[i] = shape[perm[i]];
+    pstrides[i] = rm[perm[i]];
+  }
+  auto buf = allocator::malloc(in.nbytes(), name);
+  cpu::copy_strided(p, in.dtype(), pshape, pstrides, buf->ptr(), in.dtype(), row_major_strides(pshape));
+  row_reduce<T, O, A>(static_cast<const T*>(buf->ptr()), dst, n_out, len, op);
+}
+
+template <typename T, typename O>
+void reduce_dispatch_op(ReduceOp op, const array& in, array& out, const std::vector<int>& axes, const char* name) {
+  using C = cpu::compute_t<T>;
+  // Accumulate in the output's compute type (float for 16-bit floats).
+  using A = std::conditional_t<std::is_same_v<O, bool>, bool, cpu::compute_t<O>>;
+  switch (op) {
+    case ReduceOp::sum: return reduce_typed<T, O, A>(in, out, axes, SumOp<A>{}, name);
+    case ReduceOp::prod: return reduce_typed<T, O, A>(in, out, axes, ProdOp<A>{}, name);
+    case ReduceOp::max: return reduce_typed<T, O, C>(in, out, axes, MaxOp<C>{}, name);
+    case ReduceOp::min: return reduce_typed<T, O, C>(in, out, axes, MinOp<C>{}, name);
+    case ReduceOp::all: return reduce_typed<T, O, bool>(in, out, axes, AllOp{}, name);
+    case ReduceOp::any: return reduce_typed<T, O, bool>(in, out, axes, AnyOp{}, name);
+  }
+}
+
+const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::prod: return "prod";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::all: return "all";
+    case ReduceOp::any: return "any";
+  }
+  return "reduce";
+}
+
+}  // namespace
+
+void Reduce::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  const char* nm = reduce_name(op_);
+  detail::allocate(out, nm);
+  cpu::dispatch_all(in.dtype(), [&](auto it) {
+    using T = typename decltype(it)::type;
+    // The op layer picks the output dtype: the input's, bool for all/any,
+    // or a widened integer for sums of small integers.
+    if (out.dtype() == in.dtype()) {
+      reduce_dispatch_op<T, T>(op_, in, out, axes_, nm);
+    } else if (out.dtype() == bool_) {
+      reduce_dispatch_op<T, bool>(op_, in, out, axes_, nm);
+    } else if (out.dtype() == int32) {
+      reduce_dispatch_op<T, int32_t>(op_, in, out, axes_, nm);
+    } else if (out.dtype() == uint32) {
+      reduce_dispatch_op<T, uint32_t>(op_, in, out, axes_, nm);
+    } else if (out.dtype() == int64) {
+      reduce_dispatch_op<T, int64_t>(op_, in, out, axes_, nm);
+    } else {
+      throw Error(std::string("[") + nm + "] unsupported output dtype " + dtype_name(out.dtype()));
+    }
+  });
+}
+
+void ArgReduce::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  const char* nm = is_max_ ? "argmax" : "argmin";
+  detail::allocate(out, nm);
+  // Move the axis last and make rows contiguous.
+  const auto& d = *in.desc();
+  int nd = in.ndim();
+  Shape pshape;
+  Strides pstrides;
+  for (int i = 0; i < nd; ++i) {
+    if (i != axis_) {
+      pshape.push_back(d.shape[i]);
+      pstrides.push_back(d.strides[i]);
+    }
+  }
+  pshape.push_back(d.shape[axis_]);
+  pstrides.push_back(d.strides[axis_]);
+  int64_t len = d.shape[axis_];
+  int64_t rows = static_cast<int64_t>(out.size());
+  uint32_t* dst = reinterpret_cast<uint32_t*>(detail::data_ptr(out));
+  if (len == 0) throw Error(std::string("[") + nm + "] cannot reduce an empty axis; input " + format_shape(d.shape));
+  std::shared_ptr<Buffer> buf;
+  const char* src = detail::data_ptr(in);
+  if (!detail::is_row_contiguous(pshape, pstrides)) {
+    buf = allocator::malloc(in.nbytes(), nm);
+    cpu::copy_strided(src, d.dtype, pshape, pstrides, buf->ptr(), d.dtype, row_major_strides(pshape));
+    src = static_cast<const char*>(buf->ptr());
+  }
+  bool is_max = is_max_;
+  cpu::dispatch_all(in.dtype(), [&](auto it) {
+    using T = typename decltype(it)::type;
+    using C = cpu::compute_t<T>;
+    const T* p = reinterpret_cast<const T*>(src);
+    cpu::parallel_for(rows, std::max<int64_t>(1, kReduceGrain / len), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) {
+        const T* row = p + r * len;
+        C best = static_cast<C>(row[0]);
+        uint32_t idx = 0;
+        if (best == best) {
+          for (int64_t k = 1; k < len; ++k) {
+            C v = static_cast<C>(row[k]);
+            if (v != v) {  // the first NaN wins, as in numpy
+              idx = static_cast<uint32_t>(k);
+              break;
+            }
+            if (is_max ? v > best : v < best) {
+              best = v;
+              idx = static_cast<uint32_t>(k);
+            }
+          }
+        }
+        dst[r] = idx;
+      }
+    });
+  });
+}
+
+void Softmax::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  if (in.desc()->offset == 0) {
+    detail::allocate_or_donate(out, in, "softmax");
+  } else {
+    detail::allocate(out, "softmax");
+  }
+  RowMajor src = row_major_input(in, "softmax");
+  int64_t len = in.ndim() ? in.shape().back() : 1;
+  int64_t rows = len ? static_cast<int64_t>(in.size()) / len : 0;
+  cpu::dispatch_all(in.dtype(), [&](auto it) {
+    using T = typename decltype(it)::type;
+    using C = cpu::compute_t<T>;
+    if constexpr (std::is_floating_point_v<C>) {
+      const T* p = reinterpret_cast<const T*>(src.data);
+      T* o = reinterpret_cast<T*>(detail::data_ptr(out));
+      cpu::parallel_for(rows, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+        std::vector<C> tmp(len);
+        for (int64_t r = b; r < e; ++r) {
+          const T* x = p + r * len;
+          C m = reduce_contiguous<C>(x, len, MaxOp<C>{});
+          // Separate loops: the exp loop vectorizes, and the sum uses the
+          // multi-accumulator reduction.
+          for (int64_t k = 0; k < len; ++k) {
+            if constexpr (std::is_same_v<C, float>) tmp[k] = cpu::simd::exp(static_cast<C>(x[k]) - m);
+            else tmp[k] = std::exp(static_cast<C>(x[k]) - m);
+          }
+          C s = reduce_contiguous<C>(tmp.data(), len, SumOp<C>{});
+          C inv = C(1) / s;
+          T* y = o + r * len;
+          for (int64_t k = 0; k < len; ++k) y[k] = static_cast<T>(tmp[k] * inv);
+        }
+      });
+    } else {
+      throw Error(std::string("[softmax] needs a floating dtype, got ") + dtype_name(in.dtype()));
+    }
+  });
+}
+
+}  // namespace kiln

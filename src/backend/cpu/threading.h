@@ -1,0 +1,36 @@
+#pragma once
+// Splitting one kernel's work across the cores. Every CPU kernel goes
+// through parallel_for so that `set_cpu_threads` and the grain rule apply
+// everywhere.
+#include <algorithm>
+#include <cstdint>
+
+#include <omp.h>
+
+#include "kiln/device.h"
+
+namespace kiln::cpu {
+
+// Runs fn(begin, end) over [0, n) in at most cpu_threads() contiguous
+// chunks; work smaller than `grain` items per thread stays on one thread
+// (starting threads costs a few microseconds).
+template <typename F>
+void parallel_for(int64_t n, int64_t grain, F&& fn) {
+  if (n <= 0) return;
+  int threads = static_cast<int>(std::min<int64_t>(cpu_threads(), std::max<int64_t>(1, n / std::max<int64_t>(grain, 1))));
+  if (threads <= 1) {
+    fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int t = omp_get_thread_num();
+    int nt = omp_get_num_threads();
+    int64_t chunk = (n + nt - 1) / nt;
+    int64_t begin = std::min<int64_t>(n, t * chunk);
+    int64_t end = std::min<int64_t>(n, begin + chunk);
+    if (begin < end) fn(begin, end);
+  }
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,169 @@
+#include <cstring>
+
+#include "backend/cpu/cast.h"
+#include "core/array_desc.h"
+#include "core/ops_util.h"
+#include "core/primitive.h"
+
+namespace kiln {
+
+Strides row_major_strides(const Shape& shape) {
+  Strides st(shape.size());
+  int64_t s = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    st[i] = s;
+    s *= shape[i];
+  }
+  return st;
+}
+
+ArrayDesc::ArrayDesc(Shape s, Dtype t) : shape(std::move(s)), dtype(t) {
+  size = 1;
+  for (int d : shape) size *= static_cast<size_t>(d);
+}
+
+// Destroying the last handle of a long lazy chain would recurse once per
+// node through shared_ptr destructors and overflow the stack; instead the
+// inputs of every node about to die are moved onto an explicit stack.
+ArrayDesc::~ArrayDesc() {
+  if (inputs.empty()) return;
+  std::vector<array> pending = std::move(inputs);
+  inputs.clear();
+  while (!pending.empty()) {
+    array a = std::move(pending.back());
+    pending.pop_back();
+    const auto& d = a.desc();
+    if (d && d.use_count() == 1 && !d->inputs.empty()) {
+      for (auto& in : d->inputs) pending.push_back(std::move(in));
+      d->inputs.clear();
+    }
+  }
+}
+
+array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs)
+    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+  desc_->primitive = std::move(primitive);
+  desc_->inputs = std::move(inputs);
+}
+
+array::array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype)
+    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+  for (int d : desc_->shape) {
+    if (d < 0) throw Error("[array] negative dimension in shape " + format_shape(desc_->shape));
+  }
+  array self(desc_);
+  detail::allocate(self, "array");
+  cpu::cast_contiguous(data, src_dtype, detail::data_ptr(self), dtype, desc_->size);
+  desc_->set_status(Status::available);
+}
+
+void array::check_data_size(size_t n, const Shape& shape) {
+  size_t want = 1;
+  for (int d : shape) {
+    if (d < 0) throw Error("[array] negative dimension in shape " + format_shape(shape));
+    want *= static_cast<size_t>(d);
+  }
+  if (n != want) {
+    throw Error("[array] " + std::to_string(n) + " values cannot fill shape " + format_shape(shape) + " (" +
+                std::to_string(want) + " elements)");
+  }
+}
+
+const Shape& array::shape() const { return desc_->shape; }
+int array::shape(int dim) const {
+  int nd = ndim();
+  int d = dim < 0 ? dim + nd : dim;
+  if (d < 0 || d >= nd) {
+    throw Error("[shape] dimension " + std::to_string(dim) + " is out of range for shape " +
+                format_shape(desc_->shape));
+  }
+  return desc_->shape[d];
+}
+const Strides& array::strides() const {
+  eval();
+  return desc_->strides;
+}
+Dtype array::dtype() const { return desc_->dtype; }
+size_t array::size() const { return desc_->size; }
+int array::ndim() const { return static_cast<int>(desc_->shape.size()); }
+size_t array::itemsize() const { return size_of(desc_->dtype); }
+size_t array::nbytes() const { return desc_->size * itemsize(); }
+
+const std::vector<array>& array::inputs() const { return desc_->inputs; }
+const std::shared_ptr<Primitive>& array::primitive() const { return desc_->primitive; }
+bool array::has_primitive() const { return desc_->primitive != nullptr; }
+bool array::is_evaluated() const { return desc_->get_status() >= Status::available; }
+
+void array::eval() const {
+  Status s = desc_->get_status();
+  if (s == Status::available) return;
+  kiln::eval(std::vector<array>{*this});
+}
+
+bool array::is_row_contiguous() const {
+  eval();
+  return detail::is_row_contiguous(desc_->shape, desc_->strides);
+}
+
+void array::item_into(void* out, Dtype dtype) const {
+  if (size() != 1) {
+    throw Error("[item] needs an array of one element, got shape " + format_shape(shape()) + " " +
+                dtype_name(this->dtype()));
+  }
+  eval();
+  cpu::cast_contiguous(detail::data_ptr(*this), desc_->dtype, out, dtype, 1);
+}
+
+const void* array::raw_data(Dtype expected) const {
+  if (expected != dtype()) {
+    throw Error(std::string("[data] requested ") + dtype_name(expected) + " data from an array of dtype " +
+                dtype_name(dtype()) + " and shape " + format_shape(shape()));
+  }
+  eval();
+  return detail::data_ptr(*this);
+}
+
+namespace detail {
+
+bool is_row_contiguous(const Shape& shape, const Strides& strides) {
+  int64_t expected = 1;
+  for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= shape[i];
+  }
+  return true;
+}
+
+void allocate(array& out, const char* op) {
+  auto& d = *out.desc();
+  d.buffer = allocator::malloc(d.size * size_of(d.dtype), op);
+  d.strides = row_major_strides(d.shape);
+  d.offset = 0;
+}
+
+void allocate_or_donate(array& out, const array& in, const char* op) {
+  const auto& id = in.desc();
+  // The only owner of `in`'s descriptor must be out's input list (backends
+  // get that list by reference): any other owner could still read it.
+  if (id->buffer && id->buffer.use_count() == 1 && id.use_count() == 1 && id->offset == 0 &&
+      id->size == out.size() && size_of(id->dtype) == size_of(out.dtype()) &&
+      is_row_contiguous(id->shape, id->strides) && id->buffer->size() >= out.nbytes()) {
+    auto& d = *out.desc();
+    d.buffer = id->buffer;
+    d.strides = row_major_strides(d.shape);
+    d.offset = 0;
+    return;
+  }
+  allocate(out, op);
+}
+
+void share_buffer(array& out, const array& in, Strides strides, int64_t offset) {
+  auto& d = *out.desc();
+  d.buffer = in.desc()->buffer;
+  d.strides = std::move(strides);
+  d.offset = offset;
+}
+
+}  // namespace detail
+}  // namespace kiln

@@ -1,0 +1,76 @@
+#pragma once
+// The descriptor behind a kiln::array handle: shape, dtype, the primitive
+// and inputs that produce it and, once evaluated, a (shared) buffer with
+// strides and an offset.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/allocator.h"
+#include "kiln/array.h"
+
+namespace kiln {
+
+enum class Status : int {
+  unscheduled = 0,  // a graph node nobody has asked for yet
+  scheduled = 1,    // handed to a stream worker
+  available = 2,    // computed; data is valid
+  failed = 3,       // its eval (or an input's) threw; error_ says why
+};
+
+struct ArrayDesc {
+  Shape shape;
+  Dtype dtype;
+  size_t size = 1;  // number of elements
+
+  // Valid once status is available.
+  Strides strides;
+  std::shared_ptr<Buffer> buffer;
+  int64_t offset = 0;  // in elements from buffer->ptr()
+
+  std::shared_ptr<Primitive> primitive;
+  std::vector<array> inputs;
+
+  std::atomic<int> status{static_cast<int>(Status::unscheduled)};
+  std::string error;
+
+  ArrayDesc(Shape s, Dtype t);
+  ~ArrayDesc();
+
+  Status get_status() const { return static_cast<Status>(status.load(std::memory_order_acquire)); }
+  void set_status(Status s) {
+    status.store(static_cast<int>(s), std::memory_order_release);
+    status.notify_all();
+  }
+  // Blocks until the node is available or failed.
+  void wait() const {
+    int s = status.load(std::memory_order_acquire);
+    while (s < static_cast<int>(Status::available)) {
+      status.wait(s, std::memory_order_acquire);
+      s = status.load(std::memory_order_acquire);
+    }
+  }
+};
+
+// Row-major strides for a shape.
+Strides row_major_strides(const Shape& shape);
+
+// Helpers used by every backend to set an output's data.
+namespace detail {
+inline char* data_ptr(const array& a) {
+  const auto& d = *a.desc();
+  return static_cast<char*>(d.buffer->ptr()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
+}
+// Gives `out` a fresh row-major buffer.
+void allocate(array& out, const char* op);
+// Gives `out` the buffer of `in` when `in` is row-contiguous, the same size
+// in bytes, and referenced only by `out`'s producer (its memory can be
+// overwritten in place); else a fresh buffer.
+void allocate_or_donate(array& out, const array& in, const char* op);
+// Makes `out` a view of `in`'s buffer.
+void share_buffer(array& out, const array& in, Strides strides, int64_t offset);
+bool is_row_contiguous(const Shape& shape, const Strides& strides);
+}  // namespace detail
+
+}  // namespace kiln

@@ -1,0 +1,145 @@
+// Random numbers from explicit keys (Philox-4x32-10 bits, see
+// backend/cpu/philox.h); distributions are ordinary ops on those bits, so
+// they run on any stream with identical results.
+#include <cmath>
+#include <mutex>
+
+#include "core/ops_util.h"
+#include "core/primitives.h"
+#include "kiln/ops.h"
+#include "kiln/random.h"
+
+namespace kiln::random {
+namespace {
+
+struct GlobalKey {
+  std::mutex mutex;
+  array key = random::key(0);
+};
+GlobalKey& global_key() {
+  static GlobalKey* g = new GlobalKey();
+  return *g;
+}
+
+// The given key, or a fresh one split off the global key.
+array resolve_key(const std::optional<array>& key, const char* op) {
+  if (key) {
+    if (key->dtype() != uint32 || key->shape() != Shape{2}) {
+      fail(op, "a key must be a uint32 array of shape (2)", {&*key});
+    }
+    return *key;
+  }
+  auto& g = global_key();
+  std::lock_guard lock(g.mutex);
+  array pair = random::split(g.key, 2, Device(Device::cpu));
+  pair.eval();
+  g.key = reshape(slice(pair, {0, 0}, {1, 2}), {2});
+  array sub = reshape(slice(pair, {1, 0}, {2, 2}), {2});
+  sub.eval();
+  return sub;
+}
+
+void check_shape(const Shape& shape, const char* op) {
+  for (int d : shape) {
+    if (d < 0) throw Error(std::string("[") + op + "] negative dimension in shape " + format_shape(shape));
+  }
+}
+
+// Uniform float32 in [0, 1) from the top 24 bits.
+array unit_uniform(const Shape& shape, const array& key, Stream st) {
+  array b = bits(shape, key, st);
+  // Clearing the low 8 bits leaves a multiple of 256 below 2^32, which
+  // float32 holds exactly: u = top 24 bits / 2^24 in [0, 1).
+  array top = astype(subtract(b, remainder(b, array(256u, uint32), st), st), float32, st);
+  return multiply(top, array(1.0f / 4294967296.0f), st);
+}
+
+}  // namespace
+
+array key(uint64_t seed) {
+  uint32_t k[2] = {static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(seed)};
+  return array(std::vector<uint32_t>(k, k + 2), {2});
+}
+
+void seed(uint64_t s) {
+  auto& g = global_key();
+  std::lock_guard lock(g.mutex);
+  g.key = key(s);
+}
+
+array bits(const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  check_shape(shape, "random.bits");
+  Stream st = to_stream(s);
+  array k = resolve_key(key, "random.bits");
+  return make_node<RandomBits>(shape, uint32, {k}, st);
+}
+
+array split(const array& key, int num, StreamOrDevice s) {
+  if (num < 1) throw Error("[random.split] number of keys must be positive, got " + std::to_string(num));
+  return bits({num, 2}, key, s);
+}
+
+array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
+              StreamOrDevice s) {
+  if (!is_floating_point(dtype)) {
+    throw Error(std::string("[random.uniform] needs a floating dtype, got ") + dtype_name(dtype));
+  }
+  check_shape(shape, "random.uniform");
+  Shape bshape = broadcast_shapes(broadcast_shapes(low.shape(), high.shape(), "random.uniform", {&low, &high}), shape,
+                                  "random.uniform", {&low, &high});
+  if (bshape != shape) fail("random.uniform", "low and high do not broadcast to " + format_shape(shape), {&low, &high});
+  Stream st = to_stream(s);
+  array k = resolve_key(key, "random.uniform");
+  Dtype ct = dtype == float64 ? float64 : float32;
+  array lo = astype(low, ct, st), hi = astype(high, ct, st);
+  array u = astype(unit_uniform(shape, k, st), ct, st);
+  array out = astype(add(lo, multiply(u, subtract(hi, lo, st), st), st), dtype, st);
+  // Rounding to a narrow dtype can land on `high`; keep the interval open.
+  array hi_cast = astype(high, dtype, st);
+  return where(greater_equal(out, hi_cast, st), astype(low, dtype, st), out, st);
+}
+
+array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
+  return uniform(array(0.0f), array(1.0f), shape, dtype, key, s);
+}
+
+array normal(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key,
+             StreamOrDevice s) {
+  if (!is_floating_point(dtype)) {
+    throw Error(std::string("[random.normal] needs a floating dtype, got ") + dtype_name(dtype));
+  }
+  Stream st = to_stream(s);
+  Dtype ct = dtype == float64 ? float64 : float32;
+  // Inverse CDF: sqrt(2) * erfinv(u) for u uniform in (-1, 1).
+  float lo = std::nextafter(-1.0f, 0.0f);
+  array u = uniform(array(lo), array(1.0f), shape, ct, key, st);
+  array z = multiply(erfinv(u, st), array(std::sqrt(2.0), ct), st);
+  return astype(add(multiply(z, array(scale, ct), st), array(loc, ct), st), dtype, st);
+}
+
+array randint(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
+              StreamOrDevice s) {
+  if (!is_integral(dtype) || dtype == bool_) {
+    throw Error(std::string("[random.randint] needs an integer dtype, got ") + dtype_name(dtype));
+  }
+  check_shape(shape, "random.randint");
+  Stream st = to_stream(s);
+  array k = resolve_key(key, "random.randint");
+  array lo = broadcast_to(astype(low, int64, st), shape, st);
+  array span = maximum(subtract(astype(high, int64, st), lo, st), array(int64_t{1}), st);
+  // 32 random bits modulo the span: the bias is below span / 2^32.
+  array b = astype(bits(shape, k, st), int64, st);
+  array r = add(lo, remainder(b, span, st), st);
+  return astype(r, dtype, st);
+}
+
+array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  Stream st = to_stream(s);
+  return less(uniform(shape, float32, key, st), broadcast_to(astype(p, float32, st), shape, st), st);
+}
+
+array bernoulli(const array& p, const std::optional<array>& key, StreamOrDevice s) {
+  return bernoulli(p, p.shape(), key, s);
+}
+
+}  // namespace kiln::random

@@ -1,0 +1,231 @@
+// Streams, their worker threads, and eval: the graph is walked without
+// recursion into a tape (post-order, so each node comes after its inputs),
+// the tape is handed to the stream workers in order, and each node drops its
+// inputs as soon as it is computed so intermediates are freed as the tape
+// advances.
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "core/array_desc.h"
+#include "core/ops_util.h"
+#include "core/primitive.h"
+#include "core/scheduler.h"
+
+namespace kiln {
+namespace {
+
+class StreamWorker {
+ public:
+  explicit StreamWorker(Stream s) : stream_(s), thread_([this] { run(); }) { thread_.detach(); }
+
+  void submit(std::vector<array>&& nodes) {
+    {
+      std::lock_guard lock(mutex_);
+      pending_ += static_cast<int64_t>(nodes.size());
+      for (auto& n : nodes) queue_.push_back(std::move(n));
+    }
+    cv_.notify_one();
+  }
+
+  void synchronize() {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [this] { return pending_ == 0; });
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      array node = array(std::shared_ptr<ArrayDesc>());
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [this] { return !queue_.empty(); });
+        node = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      evaluate_node(node, stream_);
+      // Drop the handle before counting the task done so that its memory is
+      // released by the time synchronize returns.
+      node = array(std::shared_ptr<ArrayDesc>());
+      std::lock_guard lock(mutex_);
+      if (--pending_ == 0) idle_cv_.notify_all();
+    }
+  }
+
+  Stream stream_;
+  std::mutex mutex_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<array> queue_;
+  int64_t pending_ = 0;
+  std::thread thread_;
+};
+
+class Scheduler {
+ public:
+  static Scheduler& instance() {
+    // Leaked on purpose: detached workers may still run during exit.
+    static Scheduler* s = new Scheduler();
+    return *s;
+  }
+
+  Stream new_stream(Device d) {
+    std::lock_guard lock(mutex_);
+    Stream s{static_cast<int>(workers_.size()), d};
+    streams_.push_back(s);
+    workers_.push_back(std::make_unique<StreamWorker>(s));
+    return s;
+  }
+  Stream default_stream(Device d) {
+    std::lock_guard lock(mutex_);
+    auto& slot = d.type == Device::cpu ? default_cpu_ : default_gpu_;
+    if (slot < 0) {
+      slot = static_cast<int>(workers_.size());
+      Stream s{slot, d};
+      streams_.push_back(s);
+      workers_.push_back(std::make_unique<StreamWorker>(s));
+    }
+    return streams_[slot];
+  }
+  StreamWorker& worker(const Stream& s) {
+    std::lock_guard lock(mutex_);
+    if (s.index < 0 || s.index >= static_cast<int>(workers_.size())) {
+      throw Error("[stream] unknown stream index " + std::to_string(s.index));
+    }
+    return *workers_[s.index];
+  }
+  std::vector<Stream> streams() {
+    std::lock_guard lock(mutex_);
+    return streams_;
+  }
+  // Serializes graph walks so that a node is scheduled exactly once.
+  std::mutex& schedule_mutex() { return schedule_mutex_; }
+
+  Device default_device_{Device::cpu};
+
+ private:
+  std::mutex mutex_;
+  std::mutex schedule_mutex_;
+  std::vector<Stream> streams_;
+  std::vector<std::unique_ptr<StreamWorker>> workers_;
+  int default_cpu_ = -1;
+  int default_gpu_ = -1;
+};
+
+// Post-order of the unscheduled part of the graph, without recursion.
+std::vector<array> build_tape(const std::vector<array>& outputs) {
+  std::vector<array> tape;
+  std::unordered_set<const ArrayDesc*> seen;
+  struct Frame {
+    array node;
+    size_t next_input;
+  };
+  std::vector<Frame> stack;
+  for (const auto& out : outputs) {
+    if (out.desc()->get_status() != Status::unscheduled || !seen.insert(out.desc().get()).second) continue;
+    stack.push_back({out, 0});
+    while (!stack.empty()) {
+      Frame& f = stack.back();
+      const auto& inputs = f.node.desc()->inputs;
+      if (f.next_input < inputs.size()) {
+        const array& in = inputs[f.next_input++];
+        if (in.desc()->get_status() == Status::unscheduled && seen.insert(in.desc().get()).second) {
+          stack.push_back({in, 0});
+        }
+        continue;
+      }
+      tape.push_back(std::move(f.node));
+      stack.pop_back();
+    }
+  }
+  return tape;
+}
+
+void schedule(const std::vector<array>& outputs) {
+  auto& sched = Scheduler::instance();
+  std::lock_guard lock(sched.schedule_mutex());
+  std::vector<array> tape = build_tape(outputs);
+  // Hand the tape over in runs of consecutive nodes of one stream.
+  size_t i = 0;
+  while (i < tape.size()) {
+    Stream s = tape[i].primitive()->stream();
+    std::vector<array> run;
+    while (i < tape.size() && tape[i].primitive()->stream() == s) {
+      tape[i].desc()->set_status(Status::scheduled);
+      run.push_back(std::move(tape[i]));
+      ++i;
+    }
+    sched.worker(s).submit(std::move(run));
+  }
+}
+
+}  // namespace
+
+void evaluate_node(array& node, const Stream& stream) {
+  ArrayDesc& d = *node.desc();
+  for (const auto& in : d.inputs) {
+    in.desc()->wait();
+    if (in.desc()->get_status() == Status::failed && d.error.empty()) d.error = in.desc()->error;
+  }
+  if (d.error.empty()) {
+    try {
+      if (stream.device.type == Device::cpu) {
+        d.primitive->eval_cpu(d.inputs, node);
+      } else {
+        d.primitive->eval_gpu(d.inputs, node);
+      }
+    } catch (const std::exception& e) {
+      d.error = e.what();
+    }
+  }
+  bool failed = !d.error.empty();
+  if (failed) d.buffer.reset();
+  d.inputs.clear();
+  d.primitive.reset();
+  d.set_status(failed ? Status::failed : Status::available);
+}
+
+void eval(std::vector<array> outputs) {
+  schedule(outputs);
+  for (const auto& out : outputs) {
+    out.desc()->wait();
+    if (out.desc()->get_status() == Status::failed) {
+      throw Error(out.desc()->error);
+    }
+  }
+}
+
+void async_eval(std::vector<array> outputs) { schedule(outputs); }
+
+bool is_available(const Device& d) {
+  if (d.type == Device::cpu) return d.index == 0;
+  return gpu_available() && d.index >= 0 && d.index < gpu_count();
+}
+Device default_device() { return Scheduler::instance().default_device_; }
+void set_default_device(const Device& d) {
+  if (!is_available(d)) {
+    throw Error(std::string("[set_default_device] ") + device_unavailable_reason(d));
+  }
+  Scheduler::instance().default_device_ = d;
+}
+Stream default_stream(Device d) {
+  if (!is_available(d)) throw Error(std::string("[default_stream] ") + device_unavailable_reason(d));
+  return Scheduler::instance().default_stream(d);
+}
+Stream new_stream(Device d) {
+  if (!is_available(d)) throw Error(std::string("[new_stream] ") + device_unavailable_reason(d));
+  return Scheduler::instance().new_stream(d);
+}
+Stream to_stream(StreamOrDevice s) {
+  if (std::holds_alternative<Stream>(s)) return std::get<Stream>(s);
+  Device d = std::holds_alternative<Device>(s) ? std::get<Device>(s) : default_device();
+  return default_stream(d);
+}
+void synchronize(Stream s) { Scheduler::instance().worker(s).synchronize(); }
+void synchronize() {
+  for (const auto& s : Scheduler::instance().streams()) synchronize(s);
+}
+
+}  // namespace kiln

@@ -1,0 +1,199 @@
+// Runs the built `kiln` command line: `kiln info`, and `kiln bench --quick`
+// to check that every drill executes and that its byte and flop accounting
+// matches the work its shape and dtype imply. Timings themselves are not
+// tested (benchmarks are not tests), only that they are consistent.
+#ifdef KILN_CLI_PATH
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "kiln/version.h"
+
+namespace {
+
+using nlohmann::json;
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CommandResult run_cli(const std::string& args) {
+  CommandResult r;
+  const std::string cmd = std::string("'") + KILN_CLI_PATH + "' " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (!pipe) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string temp_file(const std::string& name) {
+  return ::testing::TempDir() + "kiln_bench_cli_" + std::to_string(getpid()) + "_" + name;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return json::parse(f);
+}
+
+double product(const json& shape) {
+  double p = 1;
+  for (const auto& d : shape) p *= d.get<double>();
+  return p;
+}
+
+// Bytes each drill must move, from its shape and dtype alone: every input
+// read once, every output written once (the unfused D1 pays for writing
+// x + z and reading it back).
+double expected_bytes(const json& row) {
+  const std::string name = row["name"];
+  const double item = row["dtype"] == "bfloat16" ? 2 : 4;
+  const json& s = row["shape"];
+  if (name == "copy") return 2 * item * product(s);
+  if (name == "add" || name == "add_gelu_fused") return 3 * item * product(s);
+  if (name == "add_gelu_two_ops") return 5 * item * product(s);
+  const double a = s[0].get<double>(), b = s[1].get<double>();
+  if (name == "row_sum" || name == "row_max") return item * (a * b + a);
+  if (name == "col_sum") return item * (a * b + b);
+  if (name == "softmax" || name == "transpose" || name == "concatenate") return 2 * item * a * b;
+  if (name == "broadcast_add") return item * (2 * a * b + b);
+  if (name == "sgemm" || name == "bf16_gemm") {
+    const double m = a, k = b, n = s[2].get<double>();
+    return item * (m * k + k * n + m * n);
+  }
+  if (name == "sgemv" || name == "bf16_gemv") return item * (a * b + a + b);  // W[K, N], x[K], y[N]
+  ADD_FAILURE() << "no byte accounting known for drill " << name;
+  return 0;
+}
+
+// Flops where the count is exact rather than nominal (transcendentals make
+// GELU's and softmax's counts a convention; those are only checked to be > 0).
+std::optional<double> expected_flops(const json& row) {
+  const std::string name = row["name"];
+  const json& s = row["shape"];
+  if (name == "copy" || name == "transpose" || name == "concatenate") return 0.0;
+  if (name == "add") return product(s);
+  if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add") return product(s);
+  if (name == "sgemm" || name == "bf16_gemm") return 2 * product(s);
+  if (name == "sgemv" || name == "bf16_gemv") return 2 * product(s);
+  return std::nullopt;
+}
+
+void expect_near_relative(double got, double want, const std::string& what) {
+  EXPECT_NEAR(got, want, 1e-6 * std::max(std::fabs(want), 1.0)) << what;
+}
+
+TEST(BenchCli, InfoPrintsVersionAndDevices) {
+  CommandResult r = run_cli("info");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(kiln::version()), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("cpu"), std::string::npos) << r.output;
+}
+
+TEST(BenchCli, QuickBenchRunsEveryDrillWithConsistentAccounting) {
+  const std::string json_path = temp_file("quick.json"), svg_path = temp_file("quick.svg");
+  CommandResult r = run_cli("bench --quick --reps 2 --json '" + json_path + "' --plot '" + svg_path + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = read_json(json_path);
+
+  const json& ceilings = doc.at("ceilings");
+  for (const char* key : {"copy_gbps", "triad_gbps", "bandwidth_gbps", "fp32_gflops"})
+    EXPECT_GT(ceilings.at(key).get<double>(), 0) << key;
+
+  // Every drill of issue 3, in each dtype it runs in.
+  const std::set<std::pair<std::string, std::string>> expected = {
+      {"copy", "float32"},          {"add", "float32"},
+      {"add_gelu_two_ops", "float32"}, {"add_gelu_two_ops", "bfloat16"},
+      {"add_gelu_fused", "float32"},   {"add_gelu_fused", "bfloat16"},
+      {"row_sum", "float32"},       {"row_max", "float32"},
+      {"col_sum", "float32"},       {"softmax", "float32"},
+      {"transpose", "float32"},     {"broadcast_add", "float32"},
+      {"concatenate", "float32"},   {"sgemm", "float32"},
+      {"bf16_gemm", "bfloat16"},    {"sgemv", "float32"},
+      {"bf16_gemv", "bfloat16"},
+  };
+  std::set<std::pair<std::string, std::string>> seen;
+  std::map<std::string, int> row_sum_shapes;
+
+  for (const json& row : doc.at("rows")) {
+    const std::string label = row.dump();
+    seen.insert({row.at("name").get<std::string>(), row.at("dtype").get<std::string>()});
+    EXPECT_TRUE(row.at("error").is_null()) << label;
+    EXPECT_EQ(row.at("device"), "cpu") << label;
+    const double time_us = row.at("time_us").get<double>();
+    ASSERT_GT(time_us, 0) << label;
+
+    // GB/s and GFLOP/s are bytes and flops over the median time.
+    const double bytes = expected_bytes(row);
+    expect_near_relative(row.at("bytes").get<double>(), bytes, "bytes: " + label);
+    expect_near_relative(row.at("gbps").get<double>() * time_us * 1e3, bytes, "gbps: " + label);
+    const double flops = row.at("gflops").get<double>() * time_us * 1e3;
+    expect_near_relative(flops, row.at("flops").get<double>(), "gflops: " + label);
+    if (auto exact = expected_flops(row)) {
+      expect_near_relative(flops, *exact, "flops: " + label);
+    } else {
+      EXPECT_GT(flops, 0) << label;
+    }
+
+    const double roof = row.at("roof_fraction").get<double>();
+    EXPECT_GT(roof, 0) << label;
+    EXPECT_LE(roof, 1.5) << label;
+
+    if (row.at("peer").is_null()) {
+      EXPECT_TRUE(row.at("peer_time_us").is_null()) << label;
+      EXPECT_TRUE(row.at("peer_ratio").is_null()) << label;
+    } else {
+      const double peer_us = row.at("peer_time_us").get<double>();
+      EXPECT_GT(peer_us, 0) << label;
+      EXPECT_NEAR(row.at("peer_ratio").get<double>(), peer_us / time_us, 1e-9 * peer_us / time_us) << label;
+      EXPECT_TRUE(row.at("peer_agrees").get<bool>()) << label;
+    }
+    if (row.at("name") == "row_sum") ++row_sum_shapes[row.at("shape").dump()];
+  }
+  for (const auto& drill : expected) EXPECT_TRUE(seen.count(drill)) << drill.first << " " << drill.second;
+  EXPECT_EQ(row_sum_shapes.size(), 3u) << "row_sum runs over three shapes";
+  // The fp32 GEMM and matvec have OpenBLAS as their peer in the same run.
+  for (const json& row : doc.at("rows"))
+    if (row.at("name") == "sgemm" || row.at("name") == "sgemv") EXPECT_FALSE(row.at("peer").is_null()) << row.dump();
+
+  std::ifstream svg(svg_path);
+  std::stringstream svg_text;
+  svg_text << svg.rdbuf();
+  EXPECT_NE(svg_text.str().find("<svg"), std::string::npos);
+  EXPECT_NE(svg_text.str().find("sgemm"), std::string::npos);
+  std::remove(json_path.c_str());
+  std::remove(svg_path.c_str());
+}
+
+TEST(BenchCli, FilterSelectsDrillsAndRejectsBadInput) {
+  const std::string json_path = temp_file("filter.json");
+  CommandResult r = run_cli("bench --quick --reps 1 --filter '^D5/sgemv/' --json '" + json_path + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = read_json(json_path);
+  ASSERT_FALSE(doc.at("rows").empty());
+  for (const json& row : doc.at("rows")) EXPECT_EQ(row.at("name"), "sgemv") << row.dump();
+  std::remove(json_path.c_str());
+
+  EXPECT_EQ(run_cli("bench --quick --filter 'no_such_drill'").exit_code, 2);
+  EXPECT_EQ(run_cli("bench --quick --filter '['").exit_code, 2);
+  EXPECT_NE(run_cli("bench --device tpu").exit_code, 0);
+}
+
+}  // namespace
+
+#endif  // KILN_CLI_PATH

@@ -1,0 +1,534 @@
+// Dtypes: promotion, sizes, names, the 16-bit float storage types, astype
+// between every pair of dtypes and weakly typed C++ scalars.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace {
+
+using namespace kiln;        // NOLINT
+using namespace kiln::test;  // NOLINT
+using kiln::array;
+
+const std::vector<Dtype> kAllDtypes = {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64};
+
+bool is_unsigned_int(Dtype t) { return t == uint8 || t == uint32; }
+
+// Reads an array through its typed data pointer and strides (no astype), so
+// that astype can be checked independently of itself.
+template <typename T>
+std::vector<double> read_impl(const array& a) {
+  const T* p = a.data<T>();
+  const Strides& st = a.strides();
+  const Shape& sh = a.shape();
+  std::vector<double> out(a.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto idx = unravel(static_cast<int64_t>(i), sh);
+    int64_t off = 0;
+    for (size_t d = 0; d < sh.size(); ++d) off += idx[d] * st[d];
+    if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+      out[i] = static_cast<double>(static_cast<float>(p[off]));
+    } else {
+      out[i] = static_cast<double>(p[off]);
+    }
+  }
+  return out;
+}
+
+std::vector<double> read_typed(const array& a) {
+  a.eval();
+  switch (a.dtype()) {
+    case Dtype::bool_: return read_impl<bool>(a);
+    case Dtype::uint8: return read_impl<uint8_t>(a);
+    case Dtype::uint32: return read_impl<uint32_t>(a);
+    case Dtype::int8: return read_impl<int8_t>(a);
+    case Dtype::int32: return read_impl<int32_t>(a);
+    case Dtype::int64: return read_impl<int64_t>(a);
+    case Dtype::float16: return read_impl<float16_t>(a);
+    case Dtype::bfloat16: return read_impl<bfloat16_t>(a);
+    case Dtype::float32: return read_impl<float>(a);
+    case Dtype::float64: return read_impl<double>(a);
+  }
+  return {};
+}
+
+// What casting the double v to dtype t gives (v in range of t).
+double cast_ref(double v, Dtype t) {
+  switch (t) {
+    case Dtype::bool_: return v != 0.0 ? 1.0 : 0.0;
+    case Dtype::uint8:
+    case Dtype::uint32:
+    case Dtype::int8:
+    case Dtype::int32:
+    case Dtype::int64: return std::trunc(v);
+    case Dtype::float16: return static_cast<float>(float16_t(static_cast<float>(v)));
+    case Dtype::bfloat16: return static_cast<float>(bfloat16_t(static_cast<float>(v)));
+    case Dtype::float32: return static_cast<float>(v);
+    case Dtype::float64: return v;
+  }
+  return 0;
+}
+
+float bits_to_float(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+uint32_t float_to_bits(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  return x;
+}
+
+// ---------------------------------------------------------------- promotion
+
+TEST(DtypeTest, PromotionTable) {
+  const Dtype b = bool_, u8 = uint8, u32 = uint32, i8 = int8, i32 = int32, i64 = int64, f16 = float16,
+              bf = bfloat16, f32 = float32, f64 = float64;
+  // Rows and columns in the order of kAllDtypes.
+  const Dtype table[10][10] = {
+      /* bool    */ {b, u8, u32, i8, i32, i64, f16, bf, f32, f64},
+      /* uint8   */ {u8, u8, u32, i32, i32, i64, f16, bf, f32, f64},
+      /* uint32  */ {u32, u32, u32, i64, i64, i64, f16, bf, f32, f64},
+      /* int8    */ {i8, i32, i64, i8, i32, i64, f16, bf, f32, f64},
+      /* int32   */ {i32, i32, i64, i32, i32, i64, f16, bf, f32, f64},
+      /* int64   */ {i64, i64, i64, i64, i64, i64, f16, bf, f32, f64},
+      /* float16 */ {f16, f16, f16, f16, f16, f16, f16, f32, f32, f64},
+      /* bf16    */ {bf, bf, bf, bf, bf, bf, f32, bf, f32, f64},
+      /* float32 */ {f32, f32, f32, f32, f32, f32, f32, f32, f32, f64},
+      /* float64 */ {f64, f64, f64, f64, f64, f64, f64, f64, f64, f64},
+  };
+  for (int i = 0; i < 10; ++i) {
+    for (int j = 0; j < 10; ++j) {
+      Dtype a = kAllDtypes[i], c = kAllDtypes[j];
+      EXPECT_EQ(promote_types(a, c), table[i][j])
+          << dtype_name(a) << " + " << dtype_name(c) << " gave " << dtype_name(promote_types(a, c))
+          << ", want " << dtype_name(table[i][j]);
+      EXPECT_EQ(promote_types(a, c), promote_types(c, a));
+    }
+  }
+}
+
+TEST(DtypeTest, PromotionThroughBinaryOps) {
+  // The result dtype of add follows promote_types for every pair.
+  for (Dtype a : kAllDtypes) {
+    for (Dtype c : kAllDtypes) {
+      array x = zeros({2}, a);
+      array y = zeros({2}, c);
+      EXPECT_EQ(add(x, y).dtype(), promote_types(a, c)) << dtype_name(a) << " + " << dtype_name(c);
+    }
+  }
+}
+
+TEST(DtypeTest, SizeOfAndNames) {
+  const size_t sizes[10] = {1, 1, 4, 1, 4, 8, 2, 2, 4, 8};
+  const char* names[10] = {"bool", "uint8", "uint32", "int8", "int32", "int64",
+                           "float16", "bfloat16", "float32", "float64"};
+  for (int i = 0; i < 10; ++i) {
+    Dtype t = kAllDtypes[i];
+    EXPECT_EQ(size_of(t), sizes[i]) << dtype_name(t);
+    EXPECT_STREQ(dtype_name(t), names[i]);
+  }
+  // All names are distinct.
+  for (int i = 0; i < 10; ++i)
+    for (int j = i + 1; j < 10; ++j) EXPECT_STRNE(dtype_name(kAllDtypes[i]), dtype_name(kAllDtypes[j]));
+}
+
+TEST(DtypeTest, Categories) {
+  for (Dtype t : kAllDtypes) {
+    bool fp = t == float16 || t == bfloat16 || t == float32 || t == float64;
+    EXPECT_EQ(is_floating_point(t), fp) << dtype_name(t);
+    EXPECT_EQ(is_integral(t), !fp) << dtype_name(t);
+  }
+  EXPECT_TRUE(is_signed(int8));
+  EXPECT_TRUE(is_signed(int32));
+  EXPECT_TRUE(is_signed(int64));
+  EXPECT_FALSE(is_signed(uint8));
+  EXPECT_FALSE(is_signed(uint32));
+  EXPECT_EQ(dtype_of<float16_t>, float16);
+  EXPECT_EQ(dtype_of<bfloat16_t>, bfloat16);
+  EXPECT_EQ(dtype_of<int64_t>, int64);
+}
+
+// ---------------------------------------------------------------- float16_t
+
+double half_bits_value(uint16_t h) {
+  int sign = (h & 0x8000) ? -1 : 1;
+  int e = (h >> 10) & 0x1f;
+  int m = h & 0x3ff;
+  if (e == 31) return m ? std::numeric_limits<double>::quiet_NaN() : sign * std::numeric_limits<double>::infinity();
+  if (e == 0) return sign * std::ldexp(m, -24);
+  return sign * std::ldexp(1024 + m, e - 25);
+}
+
+// Correctly rounded (nearest, ties to even) float -> half bits.
+uint16_t half_ref(float f) {
+  static const std::vector<double> pos = [] {
+    std::vector<double> v;
+    for (int h = 0; h <= 0x7bff; ++h) v.push_back(half_bits_value(static_cast<uint16_t>(h)));
+    return v;
+  }();
+  uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+  double a = std::fabs(static_cast<double>(f));
+  if (std::isinf(a) || a >= 65520.0) return sign | 0x7c00;
+  auto it = std::upper_bound(pos.begin(), pos.end(), a);  // first > a
+  int hi = static_cast<int>(it - pos.begin());
+  int lo = hi - 1;
+  if (pos[lo] == a) return sign | lo;
+  if (hi > 0x7bff) return sign | lo;  // cannot happen below 65520 except exact max
+  double dlo = a - pos[lo], dhi = pos[hi] - a;
+  int pick = dlo < dhi ? lo : (dhi < dlo ? hi : ((lo & 1) ? hi : lo));
+  return sign | pick;
+}
+
+TEST(DtypeTest, Float16AllBitPatternsRoundTrip) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float16_t x;
+    x.bits = static_cast<uint16_t>(h);
+    float f = x;
+    double want = half_bits_value(static_cast<uint16_t>(h));
+    bool is_nan = ((h >> 10) & 0x1f) == 0x1f && (h & 0x3ff);
+    if (is_nan) {
+      ASSERT_TRUE(std::isnan(f)) << std::hex << h;
+      uint16_t back = float16_t(f).bits;
+      EXPECT_EQ(back & 0x7c00, 0x7c00) << std::hex << h;
+      EXPECT_NE(back & 0x3ff, 0) << std::hex << h;
+      EXPECT_EQ(back & 0x8000, h & 0x8000) << std::hex << h;
+      continue;
+    }
+    ASSERT_EQ(static_cast<double>(f), want) << std::hex << h;
+    ASSERT_EQ(float16_t(f).bits, h) << std::hex << h;
+  }
+}
+
+TEST(DtypeTest, Float16RoundingCases) {
+  struct Case {
+    float in;
+    uint16_t bits;
+  };
+  const float ulp1 = std::ldexp(1.0f, -10);  // spacing at 1
+  const Case cases[] = {
+      {1.0f, 0x3c00},
+      {1.0f + ulp1 / 2, 0x3c00},                          // tie -> even (down)
+      {1.0f + 3 * ulp1 / 2, 0x3c02},                      // tie -> even (up)
+      {1.0f + ulp1 / 2 + std::ldexp(1.0f, -20), 0x3c01},  // just above the tie
+      {1.0f + ulp1 / 2 - std::ldexp(1.0f, -20), 0x3c00},  // just below the tie
+      {-2.0f, 0xc000},
+      {0.0f, 0x0000},
+      {-0.0f, 0x8000},
+      {65504.0f, 0x7bff},
+      {65519.0f, 0x7bff},
+      {65520.0f, 0x7c00},  // tie between max and 2^16 -> inf
+      {1e10f, 0x7c00},
+      {-1e10f, 0xfc00},
+      {INFINITY, 0x7c00},
+      {-INFINITY, 0xfc00},
+      // subnormals
+      {std::ldexp(1.0f, -24), 0x0001},
+      {-std::ldexp(1.0f, -24), 0x8001},
+      {std::ldexp(1.0f, -25), 0x0000},                                // tie with 0 -> 0
+      {std::ldexp(1.0f, -25) + std::ldexp(1.0f, -40), 0x0001},        // above the tie
+      {std::ldexp(3.0f, -25), 0x0002},                                // 1.5 ulp -> 2
+      {std::ldexp(5.0f, -25), 0x0002},                                // 2.5 ulp -> 2
+      {std::ldexp(1.0f, -26), 0x0000},
+      {std::ldexp(1.0f, -14), 0x0400},                                // smallest normal
+      {std::ldexp(1.0f, -14) - std::ldexp(1.0f, -24), 0x03ff},        // largest subnormal
+      {std::ldexp(1.0f, -14) - std::ldexp(1.0f, -25), 0x0400},        // tie -> even (normal)
+      {1e-30f, 0x0000},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(float16_t(c.in).bits, c.bits) << c.in;
+    EXPECT_EQ(half_ref(c.in), c.bits) << "reference disagrees for " << c.in;
+  }
+  EXPECT_TRUE(std::isnan(static_cast<float>(float16_t(NAN))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(float16_t(-NAN))));
+}
+
+TEST(DtypeTest, Float16MatchesCorrectRoundingOnRandomFloats) {
+  std::mt19937 gen(7);
+  for (int i = 0; i < 200000; ++i) {
+    // Exponents from 2^-30 to 2^17, random mantissa and sign.
+    uint32_t e = 97 + gen() % 48;
+    uint32_t x = (gen() & 0x80000000u) | (e << 23) | (gen() & 0x7fffffu);
+    float f = bits_to_float(x);
+    ASSERT_EQ(float16_t(f).bits, half_ref(f)) << f;
+  }
+}
+
+// ---------------------------------------------------------------- bfloat16_t
+
+uint16_t bf16_ref(float f) {
+  uint32_t x = float_to_bits(f);
+  uint32_t lo = x & 0xffff0000u;
+  uint32_t hi = lo + 0x10000u;
+  if ((x & 0xffffu) == 0) return static_cast<uint16_t>(x >> 16);
+  double a = std::fabs(static_cast<double>(f));
+  double alo = std::fabs(static_cast<double>(bits_to_float(lo)));
+  // The next magnitude up may be inf (0x7f800000).
+  double ahi = (hi & 0x7fffffffu) == 0x7f800000u ? std::ldexp(1.0, 128)
+                                                   : std::fabs(static_cast<double>(bits_to_float(hi)));
+  double dlo = a - alo, dhi = ahi - a;
+  uint32_t pick = dlo < dhi ? lo : (dhi < dlo ? hi : (((lo >> 16) & 1) ? hi : lo));
+  return static_cast<uint16_t>(pick >> 16);
+}
+
+TEST(DtypeTest, BFloat16AllBitPatternsRoundTrip) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    bfloat16_t x;
+    x.bits = static_cast<uint16_t>(h);
+    float f = x;
+    ASSERT_EQ(float_to_bits(f), h << 16);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(static_cast<float>(bfloat16_t(f)))) << std::hex << h;
+      continue;
+    }
+    ASSERT_EQ(bfloat16_t(f).bits, h) << std::hex << h;
+  }
+}
+
+TEST(DtypeTest, BFloat16RoundingCases) {
+  const float ulp1 = std::ldexp(1.0f, -7);
+  EXPECT_EQ(bfloat16_t(1.0f).bits, 0x3f80);
+  EXPECT_EQ(bfloat16_t(1.0f + ulp1 / 2).bits, 0x3f80);  // tie -> even
+  EXPECT_EQ(bfloat16_t(1.0f + 3 * ulp1 / 2).bits, 0x3f82);
+  EXPECT_EQ(bfloat16_t(1.0f + ulp1 / 2 + std::ldexp(1.0f, -20)).bits, 0x3f81);
+  EXPECT_EQ(bfloat16_t(-0.0f).bits, 0x8000);
+  EXPECT_EQ(bfloat16_t(INFINITY).bits, 0x7f80);
+  EXPECT_EQ(bfloat16_t(-INFINITY).bits, 0xff80);
+  EXPECT_EQ(bfloat16_t(FLT_MAX).bits, 0x7f80);  // rounds up past the largest bfloat16
+  EXPECT_TRUE(std::isnan(static_cast<float>(bfloat16_t(NAN))));
+  // A nan whose payload sits in the low half must stay nan.
+  EXPECT_TRUE(std::isnan(static_cast<float>(bfloat16_t(bits_to_float(0x7f800001u)))));
+  EXPECT_TRUE(std::isnan(static_cast<float>(bfloat16_t(bits_to_float(0xff800001u)))));
+  std::mt19937 gen(11);
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t x = gen();
+    float f = bits_to_float(x);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(bfloat16_t(f).bits, bf16_ref(f)) << std::hex << x;
+  }
+}
+
+// ---------------------------------------------------------------- astype
+
+TEST(DtypeTest, AstypeEveryPairOnRandomData) {
+  const Shape shape = {37, 5};
+  for (Dtype src : kAllDtypes) {
+    for (Dtype dst : kAllDtypes) {
+      SCOPED_TRACE(std::string(dtype_name(src)) + " -> " + dtype_name(dst));
+      double lo = -120.0, hi = 120.0;
+      if (is_unsigned_int(src) || is_unsigned_int(dst)) lo = 0.0;
+      array x = random_array(shape, src, lo, hi);
+      std::vector<double> xv = read_typed(x);
+      array y = astype(x, dst);
+      ASSERT_EQ(y.dtype(), dst);
+      ASSERT_EQ(y.shape(), shape);
+      std::vector<double> want(xv.size());
+      for (size_t i = 0; i < xv.size(); ++i) want[i] = cast_ref(xv[i], dst);
+      EXPECT_TRUE(all_close(read_typed(y), want, 0.0));
+      // The same through a transposed (non-contiguous) view.
+      array xt = transpose(x);
+      std::vector<double> xtv = read_typed(xt);
+      std::vector<double> want_t(xtv.size());
+      for (size_t i = 0; i < xtv.size(); ++i) want_t[i] = cast_ref(xtv[i], dst);
+      EXPECT_TRUE(all_close(read_typed(astype(xt, dst)), want_t, 0.0));
+    }
+  }
+}
+
+TEST(DtypeTest, AstypeFloatToIntTruncatesTowardZero) {
+  array x({-2.9f, -2.5f, -1.0f, -0.7f, 0.7f, 1.5f, 2.5f, 2.9f, 100.99f, -100.99f});
+  std::vector<double> want = {-2, -2, -1, 0, 0, 1, 2, 2, 100, -100};
+  for (Dtype src : {float16, bfloat16, float32, float64}) {
+    array xs = astype(x, src);
+    std::vector<double> xv = read_typed(xs);
+    for (Dtype dst : {int8, int32, int64}) {
+      std::vector<double> w(xv.size());
+      for (size_t i = 0; i < w.size(); ++i) w[i] = std::trunc(xv[i]);
+      EXPECT_TRUE(all_close(read_typed(astype(xs, dst)), w, 0.0)) << dtype_name(src) << "->" << dtype_name(dst);
+    }
+  }
+  EXPECT_TRUE(all_close(read_typed(astype(astype(x, float32), int32)), want, 0.0));
+  array u({0.3f, 1.7f, 199.9f, 255.5f});
+  EXPECT_TRUE(all_close(read_typed(astype(u, uint8)), {0, 1, 199, 255}, 0.0));
+}
+
+TEST(DtypeTest, AstypeWideRange) {
+  // float64 -> int32 / int64 near the limits.
+  array d(std::vector<double>{-2147483648.0, 2147483647.9, -1e9 - 0.5, 4e12 + 0.75, -4e12 - 0.75}, {5});
+  EXPECT_TRUE(all_close(read_typed(astype(slice(d, {0}, {3}), int32)), {-2147483648.0, 2147483647.0, -1e9}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(astype(d, int64)), {-2147483648.0, 2147483647.0, -1e9, 4e12, -4e12}, 0.0));
+  // Large integers to floats round to nearest.
+  array i32(std::vector<int32_t>{16777217, -16777217, 2147483647}, {3});
+  EXPECT_TRUE(all_close(read_typed(astype(i32, float32)), {16777216.0, -16777216.0, 2147483648.0}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(astype(i32, float64)), {16777217.0, -16777217.0, 2147483647.0}, 0.0));
+  array i64(std::vector<int64_t>{int64_t{1} << 53, -(int64_t{1} << 40) - 1, 9007199254740993LL}, {3});
+  EXPECT_TRUE(all_close(read_typed(astype(i64, float64)),
+                        {9007199254740992.0, -1099511627777.0, 9007199254740992.0}, 0.0));
+  array u32(std::vector<uint32_t>{4294967295u, 2147483648u, 7u}, {3});
+  EXPECT_TRUE(all_close(read_typed(astype(u32, int64)), {4294967295.0, 2147483648.0, 7.0}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(astype(u32, float64)), {4294967295.0, 2147483648.0, 7.0}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(astype(u32, float32)), {4294967296.0, 2147483648.0, 7.0}, 0.0));
+  // Out of range floats to float16 overflow to inf; tiny ones underflow.
+  array big(std::vector<double>{1e5, -1e5, 65504.0, 1e-9}, {4});
+  std::vector<double> h = read_typed(astype(big, float16));
+  EXPECT_TRUE(std::isinf(h[0]) && h[0] > 0);
+  EXPECT_TRUE(std::isinf(h[1]) && h[1] < 0);
+  EXPECT_EQ(h[2], 65504.0);
+  EXPECT_EQ(h[3], 0.0);
+}
+
+TEST(DtypeTest, AstypeToBool) {
+  array x(std::vector<double>{0.0, -0.0, 0.5, -2.0, NAN, INFINITY, 1e-300}, {7});
+  for (Dtype src : {float16, bfloat16, float32, float64}) {
+    std::vector<double> got = read_typed(astype(astype(x, src), bool_));
+    // 1e-300 is zero in every type but float64.
+    std::vector<double> want = {0, 0, 1, 1, 1, 1, src == float64 ? 1.0 : 0.0};
+    EXPECT_TRUE(all_close(got, want, 0.0)) << dtype_name(src);
+  }
+  array n(std::vector<int32_t>{0, 3, -1, 0, 256}, {5});
+  for (Dtype src : {uint8, int8, int32, int64}) {
+    std::vector<double> vals = read_typed(astype(n, src));
+    std::vector<double> want(vals.size());
+    for (size_t i = 0; i < vals.size(); ++i) want[i] = vals[i] != 0;
+    EXPECT_TRUE(all_close(read_typed(astype(astype(n, src), bool_)), want, 0.0)) << dtype_name(src);
+  }
+  EXPECT_TRUE(all_close(read_typed(astype(array({true, false, true}), int32)), {1, 0, 1}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(astype(array({true, false, true}), float16)), {1, 0, 1}, 0.0));
+}
+
+TEST(DtypeTest, AstypeFloat32ToHalfMatchesStorageTypes) {
+  // Bulk conversions (possibly vectorized) must round exactly like
+  // float16_t / bfloat16_t, across normal, subnormal and overflowing ranges.
+  std::mt19937 gen(3);
+  const int n = 100003;
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) {
+    uint32_t e = 97 + gen() % 48;  // 2^-30 .. 2^17
+    v[i] = bits_to_float((gen() & 0x80000000u) | (e << 23) | (gen() & 0x7fffffu));
+  }
+  v[0] = INFINITY;
+  v[1] = -INFINITY;
+  v[2] = 0.0f;
+  v[3] = -0.0f;
+  array x(v, {n});
+  array h = astype(x, float16);
+  array b = astype(x, bfloat16);
+  h.eval();
+  b.eval();
+  const float16_t* hp = h.data<float16_t>();
+  const bfloat16_t* bp = b.data<bfloat16_t>();
+  int bad_h = 0, bad_b = 0;
+  for (int i = 0; i < n; ++i) {
+    if (hp[i].bits != float16_t(v[i]).bits && bad_h++ < 5)
+      ADD_FAILURE() << "float16 of " << v[i] << ": got bits " << hp[i].bits << " want " << float16_t(v[i]).bits;
+    if (bp[i].bits != bfloat16_t(v[i]).bits && bad_b++ < 5)
+      ADD_FAILURE() << "bfloat16 of " << v[i] << ": got bits " << bp[i].bits << " want "
+                    << bfloat16_t(v[i]).bits;
+  }
+  EXPECT_EQ(bad_h, 0);
+  EXPECT_EQ(bad_b, 0);
+  // NaN stays NaN.
+  std::vector<double> nn = read_typed(astype(astype(array({NAN, -NAN}), float16), float32));
+  EXPECT_TRUE(std::isnan(nn[0]) && std::isnan(nn[1]));
+  nn = read_typed(astype(astype(array({NAN, -NAN}), bfloat16), float32));
+  EXPECT_TRUE(std::isnan(nn[0]) && std::isnan(nn[1]));
+}
+
+TEST(DtypeTest, AstypeHalfToFloatAllBitPatterns) {
+  std::vector<float16_t> hv(65536);
+  std::vector<bfloat16_t> bv(65536);
+  for (int i = 0; i < 65536; ++i) {
+    hv[i].bits = static_cast<uint16_t>(i);
+    bv[i].bits = static_cast<uint16_t>(i);
+  }
+  array h(hv, {256, 256});
+  array b(bv, {256, 256});
+  ASSERT_EQ(h.dtype(), float16);
+  ASSERT_EQ(b.dtype(), bfloat16);
+  for (Dtype dst : {float32, float64}) {
+    std::vector<double> hf = read_typed(astype(h, dst));
+    std::vector<double> bf = read_typed(astype(b, dst));
+    int bad = 0;
+    for (int i = 0; i < 65536; ++i) {
+      double wh = static_cast<float>(hv[i]);
+      double wb = static_cast<float>(bv[i]);
+      bool ok_h = std::isnan(wh) ? std::isnan(hf[i]) : hf[i] == wh;
+      bool ok_b = std::isnan(wb) ? std::isnan(bf[i]) : bf[i] == wb;
+      if ((!ok_h || !ok_b) && bad++ < 5)
+        ADD_FAILURE() << dtype_name(dst) << " bits " << i << ": f16 " << hf[i] << " vs " << wh << ", bf16 "
+                      << bf[i] << " vs " << wb;
+    }
+    EXPECT_EQ(bad, 0);
+  }
+  // float16 <-> bfloat16 goes through float.
+  std::vector<double> hb = read_typed(astype(astype(array({1.0f / 3.0f, 1000.5f, 1e-6f}), float16), bfloat16));
+  std::vector<double> want;
+  for (float f : {1.0f / 3.0f, 1000.5f, 1e-6f}) {
+    want.push_back(static_cast<float>(bfloat16_t(static_cast<float>(float16_t(f)))));
+  }
+  EXPECT_TRUE(all_close(hb, want, 0.0));
+}
+
+TEST(DtypeTest, AstypeSameDtypeKeepsValues) {
+  for (Dtype t : kAllDtypes) {
+    array x = random_array({4, 9}, t, is_unsigned_int(t) ? 0.0 : -50.0, 50.0);
+    array y = astype(x, t);
+    EXPECT_EQ(y.dtype(), t);
+    EXPECT_TRUE(all_close(read_typed(y), read_typed(x), 0.0)) << dtype_name(t);
+  }
+}
+
+// ---------------------------------------------------------------- weak scalars
+
+TEST(DtypeTest, WeakScalarsKeepArrayDtype) {
+  array bf = astype(array({1.5f, -2.25f, 3.0f}), bfloat16);
+  array r = bf * 2.0f;
+  EXPECT_EQ(r.dtype(), bfloat16);
+  EXPECT_TRUE(all_close(read_typed(r), {3.0, -4.5, 6.0}, 0.0));
+  EXPECT_EQ((2.0f * bf).dtype(), bfloat16);
+  EXPECT_EQ((bf + 1.0).dtype(), bfloat16);  // double scalar is weak too
+  EXPECT_EQ((bf - 1).dtype(), bfloat16);
+  EXPECT_EQ((astype(bf, float16) / 3.0).dtype(), float16);
+  EXPECT_EQ((astype(bf, float64) * 2.0f).dtype(), float64);
+
+  array i = array({1, 2, 3});
+  ASSERT_EQ(i.dtype(), int32);
+  array j = i + 1;
+  EXPECT_EQ(j.dtype(), int32);
+  EXPECT_TRUE(all_close(read_typed(j), {2, 3, 4}, 0.0));
+  EXPECT_EQ((1 + i).dtype(), int32);
+  EXPECT_EQ((i * int64_t{2}).dtype(), int32);
+  array f = i + 1.5;
+  EXPECT_EQ(f.dtype(), float32);
+  EXPECT_TRUE(all_close(read_typed(f), {2.5, 3.5, 4.5}, 0.0));
+  EXPECT_EQ((1.5f * i).dtype(), float32);
+
+  array u = astype(array({250, 3}), uint8);
+  EXPECT_EQ((u + 1).dtype(), uint8);
+  EXPECT_TRUE(all_close(read_typed(u + 1), {251, 4}, 0.0));
+  EXPECT_EQ((astype(i, int8) * 3).dtype(), int8);
+  EXPECT_EQ((astype(i, int64) - 3).dtype(), int64);
+
+  // Argument order matters for non-commutative ops.
+  EXPECT_TRUE(all_close(read_typed(10 - i), {9, 8, 7}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(i - 10), {-9, -8, -7}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(6.0f / astype(i, float32)), {6, 3, 2}, 0.0));
+
+  // Comparisons with a weak float scalar compare the real values.
+  array lt = i < 1.5;
+  EXPECT_EQ(lt.dtype(), bool_);
+  EXPECT_TRUE(all_close(read_typed(lt), {1, 0, 0}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(i == 2), {0, 1, 0}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(2.5 > i), {1, 1, 0}, 0.0));
+  EXPECT_EQ((astype(i, float16) * 1.0).dtype(), float16);
+  EXPECT_EQ((astype(i, bool_) < 1).dtype(), bool_);
+}
+
+}  // namespace

@@ -1,0 +1,148 @@
+#pragma once
+// `kiln bench`: the kernel lab. It measures this machine's ceilings (memory
+// bandwidth, compute peaks), times every drill of DESIGN.md that exists so
+// far against them and against a peer doing the same work, and reports a
+// table, JSON and an SVG roofline.
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kiln/kiln.h"
+
+namespace kiln::bench {
+
+struct BenchOptions {
+  std::string filter;       // regex over "drill/name/dtype/shape"; empty keeps everything
+  std::string device = "cpu";
+  int threads = 0;          // 0: Kiln's default (every core)
+  int reps = 5;
+  std::string json_path;
+  std::string plot_path;
+  bool quick = false;       // small sizes: checks the accounting, not the machine
+};
+
+// What the machine can do, measured at the start of the run.
+struct Ceilings {
+  double copy_gbps = 0;     // STREAM copy, counting 2 x 8 bytes per element
+  double triad_gbps = 0;    // STREAM triad, counting 3 x 8 bytes per element
+  double stream_array_bytes = 0;
+  double fp32_gflops = 0;
+  std::string fp32_isa;     // "avx512f" or "avx2"
+  double bf16_gflops = 0;   // AVX512-BF16 dot products; 0 where the CPU has none
+  std::string bf16_isa;
+  double amx_bf16_gflops = 0;  // AMX tile dot products; 0 where absent or not permitted
+  int threads = 1;
+  // The roofline's bandwidth: the better of copy and triad, so that a
+  // kernel streaming as well as STREAM scores 1.0 whichever shape it has.
+  double bandwidth_gbps() const { return copy_gbps > triad_gbps ? copy_gbps : triad_gbps; }
+  // Compute peak for a kernel whose multiplies run in `dtype`: the fastest
+  // way this CPU has to multiply that dtype. A bf16 kernel may use AMX tiles,
+  // AVX512-BF16 dot products or widen to fp32 FMAs (on some CPUs the
+  // dot-product instruction is the slowest of the three), so it is measured
+  // against the best of them.
+  double peak_gflops(Dtype dtype) const {
+    if (dtype != bfloat16) return fp32_gflops;
+    return std::max({fp32_gflops, bf16_gflops, amx_bf16_gflops});
+  }
+};
+
+Ceilings measure_ceilings(int threads, bool quick);
+
+// One prepared measurement: inputs already evaluated, closures ready to time.
+struct DrillCase {
+  std::function<void()> run_kiln;  // builds the lazy graph, then kiln::eval
+  std::string peer_name;           // empty: no peer does this work here
+  std::function<void()> run_peer;
+  // After both ran: the largest |kiln - peer| over max |peer| on a sample
+  // of the outputs, so a fast but wrong kernel does not go unnoticed.
+  std::function<double()> peer_difference;
+  double tolerance = 1e-4;
+};
+
+// A drill at one size. Preparing allocates the inputs, so it is deferred
+// until the filter has selected the drill.
+struct DrillSpec {
+  std::string drill;           // "D1", "D2", "D3", "D5", "DM"
+  std::string name;            // "add_gelu_fused", "row_sum", "sgemm", ...
+  Dtype dtype = float32;
+  std::vector<int64_t> shape;  // GEMM: [M, K, N]; matvec: [K, N]
+  double bytes = 0;            // each input read once, each output written once
+  double flops = 0;
+  std::function<DrillCase()> prepare;
+};
+
+// One row of the report.
+struct BenchRow {
+  std::string drill, name, device, dtype;
+  std::vector<int64_t> shape;
+  double bytes = 0, flops = 0;
+  int reps = 0;
+  std::optional<double> time_us, gbps, gflops, roof_fraction;
+  std::string bound;  // "memory" or "compute": which side of the floor is larger
+  std::string peer;
+  std::optional<double> peer_time_us, peer_ratio, peer_difference;
+  bool peer_agrees = true;
+  std::string error;  // set when Kiln failed to run the drill
+};
+
+// Times `fn`: warm-up, then up to `reps` runs (fewer where one run is so
+// slow that all of them would blow the per-row time budget); returns the
+// median in microseconds and the number of runs it took.
+struct Timing {
+  double median_us = 0;
+  int reps = 0;
+};
+Timing time_median(const std::function<void()>& fn, int reps, double budget_seconds);
+
+// The drills, at the full sizes of issue 3 or the --quick ones.
+void add_memory_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2, data movement
+void add_linalg_drills(std::vector<DrillSpec>& out, bool quick);  // D3 GEMM, D5 matvec
+
+// Helpers shared by the drill files.
+// Uniform random values in [lo, hi), evaluated.
+array random_input(const Shape& shape, Dtype dtype, uint64_t seed, float lo = -3.0f, float hi = 3.0f);
+
+// Inputs, the latest Kiln output and the peer's output of one case.
+struct DrillState {
+  std::vector<array> inputs;
+  std::optional<array> out;
+  std::shared_ptr<float> ref;      // peer output, float32
+  std::shared_ptr<uint16_t> ref16;  // peer output, bfloat16 bits
+  size_t out_elements = 0;
+};
+// A case whose Kiln side builds `make(inputs)` and evaluates it.
+DrillCase kiln_case(const std::shared_ptr<DrillState>& st,
+                    std::function<array(const std::vector<array>&)> make);
+// Sets the check of Kiln's output against the peer's (st->ref or st->ref16):
+// largest |kiln - peer| over max |peer|, on a sample, must stay within tolerance.
+void compare_with_float_reference(DrillCase& c, const std::shared_ptr<DrillState>& st, double tolerance);
+void compare_with_bf16_reference(DrillCase& c, const std::shared_ptr<DrillState>& st, double tolerance);
+// 64-byte aligned, first-touched in parallel so the peer's timing does not
+// include page faults.
+std::shared_ptr<float> make_float_buffer(size_t n);
+std::shared_ptr<uint16_t> make_u16_buffer(size_t n);
+
+// Reporting.
+std::string shape_string(const std::vector<int64_t>& shape);
+void print_ceilings(const Ceilings& c, bool quick);
+void print_table_header();
+void print_row(const BenchRow& row);
+void write_json(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows,
+                const BenchOptions& opts);
+void write_roofline_svg(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows);
+
+// OpenBLAS, the GEMM peer, falls back to SSE3 kernels on CPUs it does not
+// recognise; this re-executes the program with OPENBLAS_CORETYPE set to the
+// best core the CPU supports when that happened. Call first thing in main.
+void ensure_openblas_core_fits_cpu(char** argv);
+// Which OpenBLAS core runs the peers, and why.
+std::string openblas_core_note();
+
+// The whole command; returns the process exit code.
+int run_bench(const BenchOptions& opts);
+
+}  // namespace kiln::bench

@@ -1,0 +1,250 @@
+// The ceilings of the roofline, measured on the machine the bench runs on:
+// STREAM-style copy and triad for memory bandwidth, and FMA / BF16 dot-product
+// (and AMX tile) loops that never touch memory for the compute peaks.
+#include <immintrin.h>
+#include <omp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iterator>
+#include <memory>
+
+#include "bench.h"
+
+namespace kiln::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+struct FreeDeleter {
+  void operator()(double* p) const { std::free(p); }
+};
+using DoubleBuffer = std::unique_ptr<double, FreeDeleter>;
+
+DoubleBuffer alloc_doubles(size_t n) {
+  size_t bytes = (n * sizeof(double) + 63) / 64 * 64;
+  return DoubleBuffer(static_cast<double*>(std::aligned_alloc(64, bytes)));
+}
+
+// Per-array size for STREAM: far past the last-level cache, as STREAM's rules
+// ask (4x), so the numbers are DRAM's and not the cache's; bounded so that
+// the three arrays fit comfortably in memory. --quick only checks that the
+// machinery runs, so it uses arrays that stay in the L3 like its drills do.
+size_t stream_elements(bool quick) {
+  if (quick) return size_t{1} << 20;  // 8 MiB per array
+  long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  size_t target = std::max<size_t>(l3 > 0 ? 4 * static_cast<size_t>(l3) : 0, size_t{256} << 20);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) target = std::min(target, static_cast<size_t>(pages) * page / 12);
+  target = std::min(target, size_t{1} << 30);
+  return target / sizeof(double);
+}
+
+struct StreamResult {
+  double copy_gbps, triad_gbps, array_bytes;
+};
+
+StreamResult measure_stream(int threads, bool quick) {
+  const size_t n = stream_elements(quick);
+  auto a = alloc_doubles(n), b = alloc_doubles(n), c = alloc_doubles(n);
+  double* pa = a.get();
+  double* pb = b.get();
+  double* pc = c.get();
+  // First touch from the same static schedule as the kernels, so each
+  // thread's pages sit where that thread reads them.
+#pragma omp parallel for schedule(static) num_threads(threads)
+  for (size_t i = 0; i < n; ++i) {
+    pa[i] = 1.0;
+    pb[i] = 2.0;
+    pc[i] = 0.0;
+  }
+  // The best trial is the ceiling. A trial on the small --quick arrays takes
+  // about a millisecond, and one where another process held a core for part
+  // of it reads far too low, so those run for a while to catch clean ones.
+  const int min_trials = quick ? 20 : 6;
+  const double min_seconds = quick ? 0.25 : 0;
+  double best_copy = 1e30, best_triad = 1e30;
+  const auto start = Clock::now();
+  for (int t = 0; t < min_trials || seconds_since(start) < min_seconds; ++t) {
+    auto t0 = Clock::now();
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t i = 0; i < n; ++i) pc[i] = pa[i];
+    best_copy = std::min(best_copy, seconds_since(t0));
+
+    t0 = Clock::now();
+    const double scalar = 3.0;
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (size_t i = 0; i < n; ++i) pa[i] = pb[i] + scalar * pc[i];
+    best_triad = std::min(best_triad, seconds_since(t0));
+  }
+  // Keeps the loops from being optimised away.
+  volatile double sink = pa[n / 2] + pc[n / 3];
+  (void)sink;
+  // STREAM's convention, also used for the drills: every array is counted
+  // once, the write-allocate read of the destination is not.
+  const double bytes = static_cast<double>(n) * sizeof(double);
+  return {2 * bytes / best_copy / 1e9, 3 * bytes / best_triad / 1e9, bytes};
+}
+
+// Sixteen independent accumulators cover the FMA latency (4 cycles) times
+// the two FMA ports with room to spare, and together with the two constants
+// still fit the 32 zmm registers, so the loop never touches memory.
+constexpr int kAccumulators = 16;
+
+// The result only has to depend on every accumulator, so that no FMA is dead.
+__attribute__((target("avx512f"))) float sum_lanes(const __m512 (&acc)[kAccumulators]) {
+  __m512 sum = acc[0];
+  for (int j = 1; j < kAccumulators; ++j) sum = _mm512_add_ps(sum, acc[j]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float total = 0;
+  for (float x : lanes) total += x;
+  return total;
+}
+
+__attribute__((target("avx512f"))) float fma_loop_avx512(long iters) {
+  __m512 acc[kAccumulators];
+  for (int j = 0; j < kAccumulators; ++j) acc[j] = _mm512_set1_ps(0.001f * j);
+  // acc = acc * 0.999 + 0.001 converges to 1: no overflow, no denormals.
+  const __m512 mul = _mm512_set1_ps(0.999f), add = _mm512_set1_ps(0.001f);
+  for (long i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < kAccumulators; ++j) acc[j] = _mm512_fmadd_ps(acc[j], mul, add);
+  }
+  return sum_lanes(acc);
+}
+
+__attribute__((target("avx2,fma"))) float fma_loop_avx2(long iters) {
+  __m256 acc[kAccumulators];
+  for (int j = 0; j < kAccumulators; ++j) acc[j] = _mm256_set1_ps(0.001f * j);
+  const __m256 mul = _mm256_set1_ps(0.999f), add = _mm256_set1_ps(0.001f);
+  for (long i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < kAccumulators; ++j) acc[j] = _mm256_fmadd_ps(acc[j], mul, add);
+  }
+  __m256 sum = acc[0];
+  for (int j = 1; j < kAccumulators; ++j) sum = _mm256_add_ps(sum, acc[j]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, sum);
+  float total = 0;
+  for (float x : lanes) total += x;
+  return total;
+}
+
+// vdpbf16ps: per fp32 lane, two bf16 products added to the accumulator,
+// i.e. 16 lanes x 2 products x 2 flops = 64 flops per instruction.
+__attribute__((target("avx512f,avx512bf16"))) float bf16_dot_loop_avx512(long iters) {
+  __m512 acc[kAccumulators];
+  for (int j = 0; j < kAccumulators; ++j) acc[j] = _mm512_setzero_ps();
+  // bf16 0.03125 (0x3d00) squared, twice per lane: the sums stay small and exact enough.
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3d00);
+  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3d00);
+  for (long i = 0; i < iters; ++i) {
+#pragma GCC unroll 16
+    for (int j = 0; j < kAccumulators; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], x, y);
+  }
+  return sum_lanes(acc);
+}
+
+// AMX: eight tiles, four 16 x 16 fp32 accumulators fed by two A and two B
+// tiles of 16 x 32 bf16, so each tdpbf16ps is 16 * 16 * 32 * 2 flops.
+struct alignas(64) AmxTileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytes_per_row[16] = {};
+  uint8_t rows[16] = {};
+};
+constexpr double kAmxFlopsPerIter = 4 * 16 * 16 * 32 * 2.0;
+
+__attribute__((target("amx-tile,amx-bf16"))) float amx_bf16_loop(long iters) {
+  AmxTileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.bytes_per_row[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+  alignas(64) uint16_t inputs[16 * 32];
+  std::fill(std::begin(inputs), std::end(inputs), uint16_t{0x3d00});  // bf16 0.03125
+  alignas(64) float acc[16 * 16] = {};
+  _tile_loadd(0, acc, 64);
+  _tile_loadd(1, acc, 64);
+  _tile_loadd(2, acc, 64);
+  _tile_loadd(3, acc, 64);
+  _tile_loadd(4, inputs, 64);
+  _tile_loadd(5, inputs, 64);
+  _tile_loadd(6, inputs, 64);
+  _tile_loadd(7, inputs, 64);
+  for (long i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, acc, 64);
+  _tile_release();
+  return acc[0];
+}
+
+// Linux hands out the AMX tile state only on request (arch_prctl).
+bool amx_permitted() {
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return __builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+
+// Runs `loop` on every thread at once and returns the aggregate GFLOP/s,
+// best of a few trials (the peak is a ceiling, so the best run is the
+// estimate least disturbed by the rest of the system).
+double measure_peak(float (*loop)(long), double flops_per_iter, int threads, long iters) {
+  loop(iters / 20);  // wakes the vector units and the frequency governor
+  double best = 1e30;
+  float sink = 0;
+  for (int t = 0; t < 3; ++t) {
+    auto t0 = Clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += loop(iters);
+    best = std::min(best, seconds_since(t0));
+  }
+  volatile float keep = sink;
+  (void)keep;
+  return flops_per_iter * static_cast<double>(iters) * threads / best / 1e9;
+}
+
+}  // namespace
+
+Ceilings measure_ceilings(int threads, bool quick) {
+  Ceilings c;
+  c.threads = threads;
+  StreamResult s = measure_stream(threads, quick);
+  c.copy_gbps = s.copy_gbps;
+  c.triad_gbps = s.triad_gbps;
+  c.stream_array_bytes = s.array_bytes;
+
+  __builtin_cpu_init();
+  // About 0.1 s per trial on a 3 GHz core (2 ms with --quick).
+  const long iters = quick ? 1'000'000 : 40'000'000;
+  if (__builtin_cpu_supports("avx512f")) {
+    c.fp32_isa = "avx512f";
+    c.fp32_gflops = measure_peak(fma_loop_avx512, kAccumulators * 16 * 2.0, threads, iters);
+  } else {
+    c.fp32_isa = "avx2";
+    c.fp32_gflops = measure_peak(fma_loop_avx2, kAccumulators * 8 * 2.0, threads, iters);
+  }
+  if (__builtin_cpu_supports("avx512bf16")) {
+    c.bf16_isa = "avx512bf16";
+    c.bf16_gflops = measure_peak(bf16_dot_loop_avx512, kAccumulators * 64.0, threads, iters);
+  }
+  // A tile instruction is 16 cycles of work: fewer iterations for the same time.
+  if (amx_permitted()) c.amx_bf16_gflops = measure_peak(amx_bf16_loop, kAmxFlopsPerIter, threads, iters / 16);
+  return c;
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,128 @@
+// The bench's text table and its JSON file.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bench.h"
+
+namespace kiln::bench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+Json or_null(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+std::string format_or_dash(const std::optional<double>& v, const char* fmt) {
+  if (!v) return "-";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, *v);
+  return buf;
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += 'x';
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+
+void print_ceilings(const Ceilings& c, bool quick) {
+  std::printf("Ceilings of this machine (%d thread%s):\n", c.threads, c.threads == 1 ? "" : "s");
+  std::printf("  memory bandwidth  copy %.1f GB/s, triad %.1f GB/s (STREAM, %.0f MiB per array)"
+              " -> roofline bandwidth %.1f GB/s\n",
+              c.copy_gbps, c.triad_gbps, c.stream_array_bytes / (1 << 20), c.bandwidth_gbps());
+  std::printf("  fp32 peak         %.1f GFLOP/s (%s FMA loop in registers)\n", c.fp32_gflops, c.fp32_isa.c_str());
+  if (c.bf16_gflops > 0)
+    std::printf("  bf16 peak         %.1f GFLOP/s (%s dot products in registers)\n", c.bf16_gflops, c.bf16_isa.c_str());
+  else
+    std::printf("  bf16 peak         none (no AVX512-BF16)\n");
+  if (c.amx_bf16_gflops > 0)
+    std::printf("  AMX bf16 peak     %.1f GFLOP/s (tile dot products, no memory traffic)\n", c.amx_bf16_gflops);
+  std::printf("  bf16 rows are measured against %.1f GFLOP/s, the fastest of these\n", c.peak_gflops(bfloat16));
+  std::printf("  peers             %s\n", openblas_core_note().c_str());
+  if (quick)
+    std::printf("  --quick: small cache-resident sizes; the numbers check the machinery, not the machine\n");
+  std::printf("roof = max(bytes / bandwidth, flops / peak) / time; peer/kiln > 1 means Kiln is faster\n\n");
+}
+
+// Fixed columns; names and shapes are the widest that the drills produce.
+constexpr const char* kRowFormat = "%-5s %-17s %-9s %-14s %11s %8s %9s %5s  %-18s %11s %9s\n";
+
+void print_table_header() {
+  std::printf(kRowFormat, "drill", "name", "dtype", "shape", "median us", "GB/s", "GFLOP/s", "roof", "peer",
+              "peer us", "peer/kiln");
+  std::fflush(stdout);
+}
+
+void print_row(const BenchRow& r) {
+  std::string ratio = format_or_dash(r.peer_ratio, "%.2f");
+  if (!r.peer_agrees) ratio += " !";  // Kiln's output and the peer's disagree
+  std::printf(kRowFormat, r.drill.c_str(), r.name.c_str(), r.dtype.c_str(), shape_string(r.shape).c_str(),
+              format_or_dash(r.time_us, "%.1f").c_str(), format_or_dash(r.gbps, "%.1f").c_str(),
+              format_or_dash(r.gflops, "%.1f").c_str(), format_or_dash(r.roof_fraction, "%.2f").c_str(),
+              r.peer.empty() ? "-" : r.peer.c_str(), format_or_dash(r.peer_time_us, "%.1f").c_str(), ratio.c_str());
+  if (!r.error.empty()) std::printf("      error: %s\n", r.error.c_str());
+  std::fflush(stdout);
+}
+
+void write_json(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows,
+                const BenchOptions& opts) {
+  Json ceilings = {
+      {"threads", c.threads},
+      {"copy_gbps", c.copy_gbps},
+      {"triad_gbps", c.triad_gbps},
+      {"bandwidth_gbps", c.bandwidth_gbps()},
+      {"stream_array_bytes", c.stream_array_bytes},
+      {"fp32_gflops", c.fp32_gflops},
+      {"fp32_isa", c.fp32_isa},
+      {"bf16_gflops", c.bf16_gflops > 0 ? Json(c.bf16_gflops) : Json(nullptr)},
+      {"bf16_isa", c.bf16_isa.empty() ? Json(nullptr) : Json(c.bf16_isa)},
+      {"bf16_roofline_gflops", c.peak_gflops(bfloat16)},
+      {"amx_bf16_gflops", c.amx_bf16_gflops > 0 ? Json(c.amx_bf16_gflops) : Json(nullptr)},
+      {"openblas", openblas_core_note()},
+  };
+  Json out_rows = Json::array();
+  for (const BenchRow& r : rows) {
+    out_rows.push_back({
+        {"drill", r.drill},
+        {"name", r.name},
+        {"device", r.device},
+        {"dtype", r.dtype},
+        {"shape", r.shape},
+        {"time_us", or_null(r.time_us)},
+        {"gbps", or_null(r.gbps)},
+        {"gflops", or_null(r.gflops)},
+        {"roof_fraction", or_null(r.roof_fraction)},
+        {"peer", r.peer.empty() ? Json(nullptr) : Json(r.peer)},
+        {"peer_time_us", or_null(r.peer_time_us)},
+        {"peer_ratio", or_null(r.peer_ratio)},
+        // Beyond the keys of issue 3: the accounting behind gbps and
+        // gflops, and how the row was obtained.
+        {"bytes", r.bytes},
+        {"flops", r.flops},
+        {"bound", r.bound.empty() ? Json(nullptr) : Json(r.bound)},
+        {"reps", r.reps},
+        {"peer_difference", or_null(r.peer_difference)},
+        {"peer_agrees", r.peer_agrees},
+        {"error", r.error.empty() ? Json(nullptr) : Json(r.error)},
+    });
+  }
+  Json doc = {
+      {"kiln_version", version()},
+      {"device", opts.device},
+      {"quick", opts.quick},
+      {"reps", opts.reps},
+      {"ceilings", ceilings},
+      {"rows", out_rows},
+  };
+  std::ofstream f(path);
+  if (!f) throw Error("cannot write the JSON file " + path);
+  f << doc.dump(2) << "\n";
+  if (!f) throw Error("failed writing the JSON file " + path);
+}
+
+}  // namespace kiln::bench

@@ -1,0 +1,81 @@
+// The `kiln` command line: `kiln info` (what this build is and what it runs
+// on) and `kiln bench` (the kernel lab, see bench.h).
+#include <cblas.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+
+#include "bench.h"
+#include "kiln/kiln.h"
+
+namespace {
+
+std::string cpu_features() {
+  __builtin_cpu_init();
+  std::string out;
+  auto add = [&](const char* name, bool has) {
+    if (has) out += (out.empty() ? "" : " ") + std::string(name);
+  };
+  add("avx2", __builtin_cpu_supports("avx2"));
+  add("fma", __builtin_cpu_supports("fma"));
+  add("avx512f", __builtin_cpu_supports("avx512f"));
+  add("avx512bw", __builtin_cpu_supports("avx512bw"));
+  add("avx512vl", __builtin_cpu_supports("avx512vl"));
+  add("avx512bf16", __builtin_cpu_supports("avx512bf16"));
+  add("avx512fp16", __builtin_cpu_supports("avx512fp16"));
+  return out.empty() ? "none of note" : out;
+}
+
+int run_info() {
+  std::printf("kiln %s\n", kiln::version());
+  std::printf("build options:   %s\n", kiln::build_options());
+  std::printf("cpu simd target: %s\n", kiln::cpu_simd_target());
+  std::printf("cpu features:    %s\n", cpu_features().c_str());
+  std::printf("cpu threads:     %d\n", kiln::cpu_threads());
+  const bool gpu = kiln::is_available(kiln::Device::gpu);
+  std::printf("devices:         cpu%s\n", gpu ? ", gpu" : "");
+  std::printf("gpu:             %s\n", gpu ? "available" : "not available (no GPU backend in this build or no GPU)");
+  std::printf("bench peer:      %s, %s\n", openblas_get_config(), kiln::bench::openblas_core_note().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  kiln::bench::ensure_openblas_core_fits_cpu(argv);
+  CLI::App app{"kiln: lazy arrays for machine learning on CPUs and GPUs"};
+  app.set_version_flag("--version", std::string(kiln::version()));
+  app.require_subcommand(1);
+
+  app.add_subcommand("info", "Print the version, build options, SIMD target, threads and devices");
+
+  kiln::bench::BenchOptions opts;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Measure this machine's ceilings, then time every drill against them and against a peer");
+  bench->add_option("--filter", opts.filter, "Only drills whose drill/name/dtype/shape matches this regex")
+      ->type_name("REGEX");
+  bench->add_option("--device", opts.device, "Device the Kiln side runs on")
+      ->check(CLI::IsMember({"cpu", "gpu"}))
+      ->capture_default_str();
+  bench->add_option("--threads", opts.threads, "Threads for Kiln and the peers (default: every core)")
+      ->check(CLI::PositiveNumber);
+  bench->add_option("--reps", opts.reps, "Timed repetitions per drill (the median is reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  bench->add_option("--json", opts.json_path, "Write {\"ceilings\": ..., \"rows\": [...]} to this file")
+      ->type_name("FILE");
+  bench->add_flag("--quick", opts.quick, "Small sizes: checks the accounting and that every drill runs");
+  bench->add_option("--plot", opts.plot_path, "Draw the roofline with every drill to this SVG file")
+      ->type_name("FILE.svg");
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (app.got_subcommand("info")) return run_info();
+    return kiln::bench::run_bench(opts);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kiln: %s\n", e.what());
+    return 1;
+  }
+}
