@@ -760,6 +760,57 @@ TEST(ElementwiseTest, OpsAreLazy) {
   EXPECT_TRUE(f.is_evaluated());
 }
 
+template <typename T>
+std::vector<T> raw(const array& a) {
+  array c = kiln::contiguous(a);
+  c.eval();
+  const T* p = c.data<T>();
+  return std::vector<T>(p, p + c.size());
+}
+
+TEST(ElementwiseTest, IntegerPrecisionAndPromotion) {
+  // int64 math is exact beyond 2^53 (not done in double).
+  const int64_t big = (int64_t{1} << 62) + 1;
+  array a(std::vector<int64_t>{big, -big, big}, {3});
+  array b(std::vector<int64_t>{1, -2, 5 - big}, {3});
+  array c(std::vector<int64_t>{big - 1, -big, big}, {3});
+  EXPECT_EQ(raw<int64_t>(a + b), (std::vector<int64_t>{big + 1, -big - 2, 5}));
+  EXPECT_EQ(raw<int64_t>(a - b), (std::vector<int64_t>{big - 1, -big + 2, big + (big - 5)}));
+  EXPECT_EQ(raw<int64_t>(kiln::maximum(a, b)), (std::vector<int64_t>{big, -2, big}));
+  EXPECT_EQ(raw<bool>(kiln::equal(a, c)), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(raw<bool>(kiln::greater(a, c)), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(raw<bool>(kiln::greater(a, b)), (std::vector<bool>{true, false, true}));
+  const int64_t m = 1000000007;
+  EXPECT_EQ(raw<int64_t>(kiln::remainder(a, array(std::vector<int64_t>{m}, {1}))),
+            (std::vector<int64_t>{big % m, m - big % m, big % m}));
+  // uint32 values above 2^31 compare and add as unsigned.
+  array u(std::vector<uint32_t>{4000000000u, 1u, 3000000000u}, {3});
+  array v(std::vector<uint32_t>{1u, 4000000000u, 3000000000u}, {3});
+  EXPECT_EQ(raw<bool>(u > v), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(raw<bool>(u <= v), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(raw<uint32_t>(kiln::maximum(u, v)), (std::vector<uint32_t>{4000000000u, 4000000000u, 3000000000u}));
+  EXPECT_EQ(raw<uint32_t>(u + 5), (std::vector<uint32_t>{4000000005u, 6u, 3000000005u}));
+  EXPECT_EQ(raw<uint32_t>(kiln::remainder(u, array(std::vector<uint32_t>{3000000001u}, {1}))),
+            (std::vector<uint32_t>{999999999u, 1u, 3000000000u}));
+  // Mixed signed/unsigned promote before computing: no wrap in the narrow type.
+  array u8 = astype(array({200, 250, 0}), uint8);
+  array i8 = astype(array({-100, 2, -128}), int8);
+  EXPECT_EQ((u8 + i8).dtype(), int32);
+  EXPECT_EQ(raw<int32_t>(u8 + i8), (std::vector<int32_t>{100, 252, -128}));
+  EXPECT_EQ(raw<int32_t>(u8 * i8), (std::vector<int32_t>{-20000, 500, 0}));
+  EXPECT_EQ(raw<int32_t>(i8 - u8), (std::vector<int32_t>{-300, -248, -128}));
+  EXPECT_EQ(raw<bool>(i8 < u8), (std::vector<bool>{true, true, true}));
+  array i32(std::vector<int32_t>{-5, 7, -2147483647}, {3});
+  array u32(std::vector<uint32_t>{4000000000u, 3u, 4294967295u}, {3});
+  EXPECT_EQ((u32 - i32).dtype(), int64);
+  EXPECT_EQ(raw<int64_t>(u32 - i32), (std::vector<int64_t>{4000000005LL, -4, 4294967295LL + 2147483647LL}));
+  EXPECT_EQ(raw<bool>(i32 < u32), (std::vector<bool>{true, false, true}));
+  // float64 keeps its precision.
+  array d(std::vector<double>{9007199254740992.0, 1.0 + 1e-15}, {2});
+  volatile double small = 1.0 + 1e-15;
+  EXPECT_EQ(raw<double>(d + 2.0), (std::vector<double>{9007199254740994.0, small + 2.0}));
+}
+
 TEST(ElementwiseTest, InputsAreNotClobbered) {
   // An op may reuse a dying input's buffer, but never one still referenced.
   for (Dtype dt : {float32, bfloat16, float64}) {

@@ -230,14 +230,6 @@ TEST(RandomTest, Randint) {
   EXPECT_GE(su.min, 0);
   EXPECT_LE(su.max, 199);
   EXPECT_EQ(su.max, 199);
-  array w = random::randint(array(-1000000000), array(1000000000), Shape{20000}, int64, random::key(24));
-  EXPECT_EQ(w.dtype(), int64);
-  Stats sw = stats(to_double(w));
-  EXPECT_GE(sw.min, -1e9);
-  EXPECT_LT(sw.max, 1e9);
-  EXPECT_NEAR(sw.mean, 0.0, 5 * 2e9 * std::sqrt(1.0 / 12.0 / 20000));
-  for (double v : to_double(w)) ASSERT_EQ(v, std::floor(v));
-
   // Broadcast bounds: each column has its own range.
   array lo({0, 10, 100});
   array hi({2, 15, 101});
@@ -249,6 +241,36 @@ TEST(RandomTest, Randint) {
   EXPECT_EQ(col[0], (std::set<double>{0, 1}));
   EXPECT_EQ(col[1], (std::set<double>{10, 11, 12, 13, 14}));
   EXPECT_EQ(col[2], (std::set<double>{100}));
+}
+
+TEST(RandomTest, RandintLargeRangeIsUniform) {
+  // A span of 2e9 is close to 2^32: reducing 32 random bits modulo the span
+  // would make the lowest ~3e8 values 1.5x as likely as the rest.
+  const int n = 40000;
+  array w = random::randint(array(-1000000000), array(1000000000), Shape{n}, int64, random::key(24));
+  EXPECT_EQ(w.dtype(), int64);
+  auto wv = to_double(w);
+  Stats sw = stats(wv);
+  EXPECT_GE(sw.min, -1e9);
+  EXPECT_LT(sw.max, 1e9);
+  EXPECT_NEAR(sw.mean, 0.0, 5 * 2e9 * std::sqrt(1.0 / 12.0 / n));
+  // Each fifth of the range holds about a fifth of the samples.
+  int fifths[5] = {0, 0, 0, 0, 0};
+  for (double v : wv) fifths[std::min(4, static_cast<int>((v + 1e9) / 4e8))]++;
+  for (int f = 0; f < 5; ++f) EXPECT_NEAR(fifths[f] / double(n), 0.2, 5 * std::sqrt(0.16 / n)) << "fifth " << f;
+}
+
+TEST(RandomTest, RandintBeyond32Bits) {
+  // int64 ranges wider than 2^32 reach their whole range.
+  const int64_t hi = int64_t{1} << 40;
+  array w = random::randint(array(int64_t{0}), array(hi), Shape{20000}, int64, random::key(26));
+  auto wv = to_double(w);
+  Stats sw = stats(wv);
+  EXPECT_GE(sw.min, 0.0);
+  EXPECT_LT(sw.max, std::ldexp(1.0, 40));
+  EXPECT_GT(sw.max, std::ldexp(1.0, 39));
+  EXPECT_NEAR(sw.mean, std::ldexp(1.0, 39), 5 * std::ldexp(1.0, 40) * std::sqrt(1.0 / 12.0 / 20000));
+  for (double v : wv) ASSERT_EQ(v, std::floor(v));
 }
 
 TEST(RandomTest, Bernoulli) {

@@ -91,15 +91,17 @@ Gen uniform_gen(Dtype dt, double lo, double hi) {
   return [=](const Shape& s) { return random_array(s, dt, lo, hi); };
 }
 
-// Values whose products stay moderate: magnitude in [0.9, 1.1), random sign.
-// Integers: mostly +-1 with an occasional +-2.
-Gen product_gen(Dtype dt) {
+// Values whose products over a group of n stay within e^+-8 even when one
+// value fills the whole group (broadcast inputs): random sign, magnitude
+// exp(u) with |u| <= min(0.2, 8/n). Integers: +-1, and +-2 in small groups.
+Gen product_gen(Dtype dt, int64_t n) {
+  const double r = std::min(0.2, 8.0 / static_cast<double>(n));
   return [=](const Shape& s) {
-    std::vector<double> v = uniform_values(numel(s), 0.0, 1.0);
+    std::vector<double> v = uniform_values(numel(s), -r, r);
     std::uniform_real_distribution<double> dist(0.0, 1.0);
     for (auto& x : v) {
       double sign = dist(rng()) < 0.5 ? -1.0 : 1.0;
-      x = is_integral(dt) ? sign * (dist(rng()) < 0.01 ? 2.0 : 1.0) : sign * (0.9 + 0.2 * x);
+      x = is_integral(dt) ? sign * (n <= 20 && dist(rng()) < 0.2 ? 2.0 : 1.0) : sign * std::exp(x);
     }
     return array(v, s, dt);
   };
@@ -144,12 +146,13 @@ Groups group_by(const std::vector<double>& x, const Shape& shape, const std::vec
   Groups g;
   g.values.resize(numel(kept));
   g.member.resize(x.size());
+  std::vector<int> idx(shape.size(), 0);  // unravel(i, shape), advanced incrementally
   for (size_t i = 0; i < x.size(); ++i) {
-    std::vector<int> idx = unravel(static_cast<int64_t>(i), shape);
     int64_t o = 0;
     for (size_t d = 0; d < shape.size(); ++d) o = o * kept[d] + (reduced[d] ? 0 : idx[d]);
     g.values[o].push_back(x[i]);
     g.member[i] = o;
+    for (int d = static_cast<int>(shape.size()) - 1; d >= 0 && ++idx[d] == shape[d]; --d) idx[d] = 0;
   }
   for (size_t d = 0; d < shape.size(); ++d) {
     if (keepdims || !reduced[d]) g.out_shape.push_back(kept[d]);
@@ -248,7 +251,7 @@ struct ReduceOp {
   std::function<double(const std::vector<double>&, double, Dtype)> bound;
   std::function<Dtype(Dtype)> out_dtype;
   std::vector<Dtype> dtypes;
-  std::function<Gen(Dtype)> gen;
+  std::function<Gen(Dtype, int64_t)> gen;  // inputs for a dtype and a group size
 };
 
 #define KILN_REDUCE_OVERLOADS(OP)                                                          \
@@ -271,7 +274,7 @@ const ReduceOp& reduce_op(const std::string& name) {
   static const std::vector<ReduceOp> ops = [] {
     std::vector<ReduceOp> v;
     auto exact = [](const std::vector<double>&, double, Dtype) { return 0.0; };
-    auto default_gen = [](Dtype dt) { return is_integral(dt) ? uniform_gen(dt, -5, 5) : uniform_gen(dt, -2, 2); };
+    auto default_gen = [](Dtype dt, int64_t) { return is_integral(dt) ? uniform_gen(dt, -5, 5) : uniform_gen(dt, -2, 2); };
     v.push_back({"sum", KILN_REDUCE_OVERLOADS(sum), ref_sum, sum_bound, same_dtype, kNumericDtypes, default_gen});
     v.push_back({"mean", KILN_REDUCE_OVERLOADS(mean),
                  [](const std::vector<double>& g) { return ref_sum(g) / g.size(); },
@@ -334,10 +337,14 @@ array call(const ReduceOp& op, const array& x, const ReduceCase& c, bool keepdim
 void check_reduce_op(const std::string& name) {
   const ReduceOp& op = reduce_op(name);
   for (Dtype dt : op.dtypes) {
-    Gen gen = op.gen(dt);
     const auto& cases = reduce_cases();
     for (size_t ci = 0; ci < cases.size(); ++ci) {
       const ReduceCase& c = cases[ci];
+      const int nd = static_cast<int>(c.shape.size());
+      const std::vector<int> axes = c.form == Form::kAll ? all_axes(nd) : normalize_axes(c.axes, nd);
+      int64_t group = 1;
+      for (int a : axes) group *= c.shape[a];
+      Gen gen = op.gen(dt, group);
       for (Layout layout : kLayouts) {
         for (bool keepdims : {false, true}) {
           // Both keepdims for contiguous inputs; one (alternating) for the rest.
@@ -347,8 +354,6 @@ void check_reduce_op(const std::string& name) {
                        " keepdims=" + std::to_string(keepdims));
           array x = make_input(c.shape, layout, gen);
           std::vector<double> xv = to_double(x);
-          int nd = static_cast<int>(c.shape.size());
-          std::vector<int> axes = c.form == Form::kAll ? all_axes(nd) : normalize_axes(c.axes, nd);
           Groups g = group_by(xv, c.shape, axes, keepdims);
           array y = call(op, x, c, keepdims);
           EXPECT_STREQ(dtype_name(y.dtype()), dtype_name(op.out_dtype(dt)));
@@ -386,6 +391,23 @@ TEST(ReduceTest, IntegerDtypes) {
   EXPECT_FLOAT_EQ(mean(a).item<float>(), 3.5f);
   EXPECT_STREQ(dtype_name(max(a).dtype()), dtype_name(int32));
   EXPECT_EQ(prod(a).item<int32_t>(), 56);
+}
+
+// A mean that is not representable in the input dtype: the variance must be
+// computed from the exact (float) mean, not from one rounded to the input dtype.
+TEST(ReduceTest, VarLowPrecisionAccumulatesInFloat) {
+  struct C {
+    Dtype dt;
+    double lo, hi;  // neighbours in dt; their mean is not representable
+  };
+  for (const C& c : {C{bfloat16, 100.0, 100.5}, C{float16, 1000.0, 1000.5}}) {
+    SCOPED_TRACE(dtype_name(c.dt));
+    array x(std::vector<double>{c.lo, c.hi, c.lo, c.hi}, Shape{4}, c.dt);
+    double mu = (c.lo + c.hi) / 2, v0 = (c.hi - c.lo) * (c.hi - c.lo) / 4;
+    EXPECT_TRUE(all_close(mean(x), {mu}, tolerance(c.dt)));
+    EXPECT_TRUE(all_close(var(x), {v0}, tolerance(c.dt)));
+    EXPECT_TRUE(all_close(var(x, 0, false, 1), {v0 * 4 / 3}, tolerance(c.dt)));
+  }
 }
 
 TEST(ReduceTest, EmptyAxesListIsNoReduction) {
@@ -559,6 +581,20 @@ TEST(ReduceTest, Softmax) {
         EXPECT_TRUE(all_close(y, want, tolerance(dt), 1e-7));
       }
     }
+  }
+  // Widely spread bfloat16 logits: exp(x - max) must be taken in float (not
+  // of a difference rounded to bfloat16), over any axis.
+  {
+    std::vector<double> v;
+    for (int k = 0; k < 16; ++k) v.push_back(-20.0 + 2.53 * k);
+    array x(v, Shape{16}, bfloat16);
+    std::vector<double> xv = to_double(x), want;
+    double s = 0;
+    for (double e : xv) s += std::exp(e - xv.back());
+    for (double e : xv) want.push_back(std::exp(e - xv.back()) / s);
+    EXPECT_TRUE(all_close(softmax(reshape(x, {1, 16}), 1), want, tolerance(bfloat16))) << "axis 1 of [1,16]";
+    EXPECT_TRUE(all_close(softmax(reshape(x, {16, 1}), 0), want, tolerance(bfloat16))) << "axis 0 of [16,1]";
+    EXPECT_TRUE(all_close(softmax(reshape(x, {2, 8}), {0, 1}), want, tolerance(bfloat16))) << "axes {0,1} of [2,8]";
   }
   // Large logits must not overflow.
   array big = array({1000.0f, 1001.0f, 999.0f});

@@ -123,10 +123,6 @@ struct Case {
 
 Source from(std::vector<int> idx, int input = 0) { return std::make_pair(input, std::move(idx)); }
 
-std::function<Source(int, const std::vector<int>&)> identity_src() {
-  return [](int, const std::vector<int>& o) { return from(o); };
-}
-
 // A case with one input and one output.
 Case unary(std::string name, Shape in, Shape out, std::function<array(const array&)> op,
            std::function<std::vector<int>(const std::vector<int>&)> src) {

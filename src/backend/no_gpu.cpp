@@ -1,5 +1,6 @@
 // The GPU side of a build without the CUDA backend: no device is
 // available, and a primitive that reaches a GPU stream fails clearly.
+#include "core/allocator.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
 #include "kiln/error.h"
@@ -13,6 +14,21 @@ std::string device_unavailable_reason(const Device& d) {
   return "the gpu device is not available: this build of Kiln has no CUDA backend (configure with -DKILN_CUDA=ON "
          "on a machine with the CUDA toolkit)";
 }
+
+void gpu_begin_node(const Stream&) {}
+void gpu_end_node(const Stream&, std::vector<array>&&) {}
+void gpu_wait_ready(const array&) {}
+void gpu_synchronize(const Stream&) {}
+
+namespace gpu {
+void* raw_device_malloc(size_t) { return nullptr; }
+void raw_device_free(void*) {}
+void copy_device_to_host(Buffer&, void*) {
+  throw Error("[to_host] " + device_unavailable_reason(Device::gpu));
+}
+void release_event(void*) {}
+void synchronize_all() {}
+}  // namespace gpu
 
 #define KILN_NO_GPU_EVAL(NAME)                                                    \
   void NAME::eval_gpu(const std::vector<array>&, array&) {                       \

@@ -9,12 +9,12 @@
 #include "kiln/memory.h"
 
 namespace kiln {
-namespace {
 
 // Sizes are rounded up to a size class so that slightly different requests
 // share cached blocks: 64-byte granules below 4 KiB, then 1/8 of the next
 // power of two.
-size_t size_class(size_t bytes) {
+size_t allocator::size_class(size_t bytes) {
+  if (bytes == 0) bytes = 1;
   if (bytes <= 4096) return (bytes + 63) & ~size_t{63};
   size_t p = 4096;
   while (p < bytes) p <<= 1;
@@ -22,24 +22,29 @@ size_t size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-class HostAllocator {
+namespace {
+
+enum Side { kHostSide = 0, kDeviceSide = 1 };
+
+// One cache per side (host, device); the counters and the limit cover both.
+class CachingAllocator {
  public:
-  static HostAllocator& instance() {
+  static CachingAllocator& instance() {
     // Never destroyed: buffers held by static arrays may be freed after main.
-    static HostAllocator* a = new HostAllocator();
+    static CachingAllocator* a = new CachingAllocator();
     return *a;
   }
 
-  void* allocate(size_t requested, size_t& actual, const char* op) {
-    size_t bytes = size_class(requested == 0 ? 1 : requested);
+  void* allocate(Side side, size_t requested, const char* op) {
+    size_t bytes = allocator::size_class(requested);
     std::unique_lock lock(mutex_);
-    auto it = cache_.find(bytes);
-    if (it != cache_.end()) {
+    auto& cache = cache_[side];
+    auto it = cache.find(bytes);
+    if (it != cache.end()) {
       void* p = it->second;
-      cache_.erase(it);
+      cache.erase(it);
       cache_bytes_ -= bytes;
       note_active(bytes);
-      actual = bytes;
       return p;
     }
     if (active_ + cache_bytes_ + bytes > limit_) drop_cache();
@@ -49,25 +54,32 @@ class HostAllocator {
                   std::to_string(active_) + " bytes active)");
     }
     lock.unlock();
-    void* p = std::aligned_alloc(64, bytes);
+    void* p = raw_alloc(side, bytes);
+    if (p == nullptr && side == kDeviceSide) {
+      // Cached blocks and in-flight work may hold the memory: drop both, retry.
+      gpu::synchronize_all();
+      lock.lock();
+      drop_cache_side(kDeviceSide);
+      lock.unlock();
+      p = raw_alloc(side, bytes);
+    }
     if (p == nullptr) {
-      throw Error(std::string("[") + op + "] out of host memory allocating " + std::to_string(requested) +
-                  " bytes");
+      throw Error(std::string("[") + op + "] out of " + (side == kHostSide ? "host" : "device") +
+                  " memory allocating " + std::to_string(requested) + " bytes");
     }
     lock.lock();
     note_active(bytes);
-    actual = bytes;
     return p;
   }
 
-  void release(void* p, size_t bytes) {
+  void release(Side side, void* p, size_t bytes) {
     std::lock_guard lock(mutex_);
     active_ -= bytes;
     if (active_ + cache_bytes_ + bytes <= limit_ && bytes <= kMaxCachedBlock) {
-      cache_.emplace(bytes, p);
+      cache_[side].emplace(bytes, p);
       cache_bytes_ += bytes;
     } else {
-      std::free(p);
+      raw_free(side, p);
     }
   }
 
@@ -88,18 +100,31 @@ class HostAllocator {
  private:
   static constexpr size_t kMaxCachedBlock = size_t{1} << 34;
 
+  static void* raw_alloc(Side side, size_t bytes) {
+    return side == kHostSide ? std::aligned_alloc(64, bytes) : gpu::raw_device_malloc(bytes);
+  }
+  static void raw_free(Side side, void* p) {
+    if (side == kHostSide) std::free(p);
+    else gpu::raw_device_free(p);
+  }
   void note_active(size_t bytes) {
     active_ += bytes;
     if (active_ > peak_) peak_ = active_;
   }
+  void drop_cache_side(Side side) {
+    for (auto& [size, p] : cache_[side]) {
+      raw_free(side, p);
+      cache_bytes_ -= size;
+    }
+    cache_[side].clear();
+  }
   void drop_cache() {
-    for (auto& [size, p] : cache_) std::free(p);
-    cache_.clear();
-    cache_bytes_ = 0;
+    drop_cache_side(kHostSide);
+    drop_cache_side(kDeviceSide);
   }
 
   std::mutex mutex_;
-  std::multimap<size_t, void*> cache_;
+  std::multimap<size_t, void*> cache_[2];
   size_t cache_bytes_ = 0;
   size_t active_ = 0;
   size_t peak_ = 0;
@@ -108,20 +133,46 @@ class HostAllocator {
 
 }  // namespace
 
-Buffer::~Buffer() { HostAllocator::instance().release(ptr_, size_); }
-
-std::shared_ptr<Buffer> allocator::malloc(size_t bytes, const char* op) {
-  size_t actual = 0;
-  void* p = HostAllocator::instance().allocate(bytes, actual, op);
-  return std::make_shared<Buffer>(p, actual);
+Buffer::~Buffer() {
+  auto& a = CachingAllocator::instance();
+  size_t bytes = allocator::size_class(size_);
+  if (host_) a.release(kHostSide, host_, bytes);
+  if (device_) a.release(kDeviceSide, device_, bytes);
+  if (event) gpu::release_event(event);
 }
 
-size_t get_active_memory() { return HostAllocator::instance().active(); }
-size_t get_peak_memory() { return HostAllocator::instance().peak(); }
-void reset_peak_memory() { HostAllocator::instance().reset_peak(); }
-size_t get_cache_memory() { return HostAllocator::instance().cached(); }
-size_t set_memory_limit(size_t limit) { return HostAllocator::instance().set_limit(limit); }
-size_t get_memory_limit() { return HostAllocator::instance().limit(); }
-void clear_cache() { HostAllocator::instance().clear(); }
+void* Buffer::migrate_to_host() {
+  std::lock_guard lock(mutex_);
+  uint8_t v = valid_.load(std::memory_order_acquire);
+  if (v & kHost) return host_;
+  if (!host_) host_ = allocator::host_alloc(size_, "to_host");
+  gpu::copy_device_to_host(*this, host_);
+  valid_.store(v | kHost, std::memory_order_release);
+  return host_;
+}
+
+void* allocator::host_alloc(size_t bytes, const char* op) {
+  return CachingAllocator::instance().allocate(kHostSide, bytes, op);
+}
+void* allocator::device_alloc(size_t bytes, const char* op) {
+  return CachingAllocator::instance().allocate(kDeviceSide, bytes, op);
+}
+
+std::shared_ptr<Buffer> allocator::malloc(size_t bytes, const char* op) {
+  void* p = host_alloc(bytes, op);
+  return std::make_shared<Buffer>(p, bytes);
+}
+std::shared_ptr<Buffer> allocator::malloc_device(size_t bytes, const char* op) {
+  void* p = device_alloc(bytes, op);
+  return std::make_shared<Buffer>(Buffer::DeviceTag{}, p, bytes);
+}
+
+size_t get_active_memory() { return CachingAllocator::instance().active(); }
+size_t get_peak_memory() { return CachingAllocator::instance().peak(); }
+void reset_peak_memory() { CachingAllocator::instance().reset_peak(); }
+size_t get_cache_memory() { return CachingAllocator::instance().cached(); }
+size_t set_memory_limit(size_t limit) { return CachingAllocator::instance().set_limit(limit); }
+size_t get_memory_limit() { return CachingAllocator::instance().limit(); }
+void clear_cache() { CachingAllocator::instance().clear(); }
 
 }  // namespace kiln

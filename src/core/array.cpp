@@ -146,11 +146,15 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
   const auto& id = in.desc();
   // The only owner of `in`'s descriptor must be out's input list (backends
   // get that list by reference): any other owner could still read it.
+  // Only a buffer whose host copy is valid can be donated to a CPU kernel,
+  // which then owns the only valid copy (the device copy goes stale).
   if (id->buffer && id->buffer.use_count() == 1 && id.use_count() == 1 && id->offset == 0 &&
+      (id->buffer->valid() & Buffer::kHost) &&
       id->size == out.size() && size_of(id->dtype) == size_of(out.dtype()) &&
       is_row_contiguous(id->shape, id->strides) && id->buffer->size() >= out.nbytes()) {
     auto& d = *out.desc();
     d.buffer = id->buffer;
+    d.buffer->set_valid(Buffer::kHost);
     d.strides = row_major_strides(d.shape);
     d.offset = 0;
     return;

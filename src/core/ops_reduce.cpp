@@ -56,6 +56,13 @@ array reduce(ReduceOp op, const char* name, const array& a, const std::vector<in
   return keepdims ? out : reshape(out, squeezed_shape(a.shape(), axes), st);
 }
 
+// Compositions (mean, var, logsumexp, softmax) run in float32 for 16-bit
+// floats and integers, so intermediates are not rounded to the narrow type.
+array compute_input(const array& a, Stream st) {
+  return a.dtype() == float32 || a.dtype() == float64 ? a : astype(a, float32, st);
+}
+Dtype result_dtype(const array& a) { return is_floating_point(a.dtype()) ? a.dtype() : float32; }
+
 int64_t count_over(const array& a, const std::vector<int>& axes) {
   int64_t n = 1;
   for (int ax : axes) n *= a.shape()[ax];
@@ -85,10 +92,10 @@ KILN_REDUCTION(any, ReduceOp::any)
 array mean(const array& a, const std::vector<int>& axes_in, bool keepdims, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "mean", a);
   Stream st = to_stream(s);
-  array x = is_floating_point(a.dtype()) ? a : astype(a, float32, st);
+  array x = compute_input(a, st);
   int64_t n = count_over(a, axes);
   array total = sum(x, axes, keepdims, st);
-  return multiply(total, array(n ? 1.0 / static_cast<double>(n) : NAN, x.dtype()), st);
+  return astype(multiply(total, array(n ? 1.0 / static_cast<double>(n) : NAN, x.dtype()), st), result_dtype(a), st);
 }
 array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
   return mean(a, std::vector<int>{axis}, keepdims, s);
@@ -98,12 +105,12 @@ array mean(const array& a, bool keepdims, StreamOrDevice s) { return mean(a, all
 array var(const array& a, const std::vector<int>& axes_in, bool keepdims, int ddof, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "var", a);
   Stream st = to_stream(s);
-  array x = is_floating_point(a.dtype()) ? a : astype(a, float32, st);
+  array x = compute_input(a, st);
   int64_t n = count_over(a, axes);
   array centered = subtract(x, mean(x, axes, true, st), st);
   array ss = sum(multiply(centered, centered, st), axes, keepdims, st);
   double denom = static_cast<double>(n - ddof);
-  return multiply(ss, array(denom > 0 ? 1.0 / denom : NAN, x.dtype()), st);
+  return astype(multiply(ss, array(denom > 0 ? 1.0 / denom : NAN, x.dtype()), st), result_dtype(a), st);
 }
 array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
   return var(a, std::vector<int>{axis}, keepdims, ddof, s);
@@ -113,13 +120,13 @@ array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) { return va
 array logsumexp(const array& a, const std::vector<int>& axes_in, bool keepdims, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "logsumexp", a);
   Stream st = to_stream(s);
-  array x = is_floating_point(a.dtype()) ? a : astype(a, float32, st);
-  if (axes.empty()) return x;
+  array x = compute_input(a, st);
+  if (axes.empty()) return astype(x, result_dtype(a), st);
   // Shift by the max so exp cannot overflow; an infinite max is replaced by
   // 0 so that rows of -inf give -inf rather than nan.
   array m = max(x, axes, true, st);
   array shift = where(equal(abs(m, st), array(INFINITY, x.dtype()), st), zeros_like(m, st), m, st);
-  array lse = add(log(sum(exp(subtract(x, shift, st), st), axes, true, st), st), shift, st);
+  array lse = astype(add(log(sum(exp(subtract(x, shift, st), st), axes, true, st), st), shift, st), result_dtype(a), st);
   return keepdims ? lse : reshape(lse, squeezed_shape(a.shape(), axes), st);
 }
 array logsumexp(const array& a, int axis, bool keepdims, StreamOrDevice s) {
@@ -152,13 +159,16 @@ array argmin(const array& a, bool keepdims, StreamOrDevice s) { return arg_reduc
 array softmax(const array& a, const std::vector<int>& axes_in, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "softmax", a);
   Stream st = to_stream(s);
-  array x = is_floating_point(a.dtype()) ? a : astype(a, float32, st);
-  if (axes.empty()) return ones_like(x, st);  // each element is its own group
+  Dtype out = result_dtype(a);
+  if (axes.empty()) return ones(a.shape(), out, st);  // each element is its own group
   if (axes.size() == 1 && axes[0] == a.ndim() - 1) {
+    // The fused kernel computes in float for 16-bit inputs.
+    array x = is_floating_point(a.dtype()) ? a : astype(a, float32, st);
     return make_node<Softmax>(x.shape(), x.dtype(), {x}, st);
   }
+  array x = compute_input(a, st);
   array e = exp(subtract(x, max(x, axes, true, st), st), st);
-  return divide(e, sum(e, axes, true, st), st);
+  return astype(divide(e, sum(e, axes, true, st), st), out, st);
 }
 array softmax(const array& a, int axis, StreamOrDevice s) { return softmax(a, std::vector<int>{axis}, s); }
 array softmax(const array& a, StreamOrDevice s) { return softmax(a, all_axes(a), s); }

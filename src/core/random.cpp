@@ -127,8 +127,14 @@ array randint(const array& low, const array& high, const Shape& shape, Dtype dty
   array k = resolve_key(key, "random.randint");
   array lo = broadcast_to(astype(low, int64, st), shape, st);
   array span = maximum(subtract(astype(high, int64, st), lo, st), array(int64_t{1}), st);
-  // 32 random bits modulo the span: the bias is below span / 2^32.
-  array b = astype(bits(shape, k, st), int64, st);
+  // 64 random bits per element (two words, combined with wrapping int64
+  // arithmetic) taken modulo the span: the bias is below span / 2^64.
+  Shape two = shape;
+  two.push_back(2);
+  std::vector<array> words = kiln::split(bits(two, k, st), 2, -1, st);
+  array hi = astype(reshape(words[0], shape, st), int64, st);
+  array lo64 = astype(reshape(words[1], shape, st), int64, st);
+  array b = add(multiply(hi, array(int64_t{1} << 32), st), lo64, st);
   array r = add(lo, remainder(b, span, st), st);
   return astype(r, dtype, st);
 }

@@ -174,7 +174,11 @@ void evaluate_node(array& node, const Stream& stream) {
       if (stream.device.type == Device::cpu) {
         d.primitive->eval_cpu(d.inputs, node);
       } else {
+        // eval_gpu only enqueues kernels; gpu_end_node records the event
+        // consumers wait on and holds the inputs until the kernels ran.
+        gpu_begin_node(stream);
         d.primitive->eval_gpu(d.inputs, node);
+        gpu_end_node(stream, std::move(d.inputs));
       }
     } catch (const std::exception& e) {
       d.error = e.what();
@@ -194,6 +198,8 @@ void eval(std::vector<array> outputs) {
     if (out.desc()->get_status() == Status::failed) {
       throw Error(out.desc()->error);
     }
+    // A GPU result is computed asynchronously: wait for its kernels too.
+    gpu_wait_ready(out);
   }
 }
 
@@ -223,7 +229,10 @@ Stream to_stream(StreamOrDevice s) {
   Device d = std::holds_alternative<Device>(s) ? std::get<Device>(s) : default_device();
   return default_stream(d);
 }
-void synchronize(Stream s) { Scheduler::instance().worker(s).synchronize(); }
+void synchronize(Stream s) {
+  Scheduler::instance().worker(s).synchronize();
+  if (s.device.type == Device::gpu) gpu_synchronize(s);
+}
 void synchronize() {
   for (const auto& s : Scheduler::instance().streams()) synchronize(s);
 }

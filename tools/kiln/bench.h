@@ -25,7 +25,8 @@ struct BenchOptions {
   bool quick = false;       // small sizes: checks the accounting, not the machine
 };
 
-// What the machine can do, measured at the start of the run.
+// What the machine can do, measured at the start of the run (--quick: the
+// better of a measurement before and one after the drills).
 struct Ceilings {
   double copy_gbps = 0;     // STREAM copy, counting 2 x 8 bytes per element
   double triad_gbps = 0;    // STREAM triad, counting 3 x 8 bytes per element
@@ -38,7 +39,7 @@ struct Ceilings {
   int threads = 1;
   // The roofline's bandwidth: the better of copy and triad, so that a
   // kernel streaming as well as STREAM scores 1.0 whichever shape it has.
-  double bandwidth_gbps() const { return copy_gbps > triad_gbps ? copy_gbps : triad_gbps; }
+  double bandwidth_gbps() const { return std::max(copy_gbps, triad_gbps); }
   // Compute peak for a kernel whose multiplies run in `dtype`: the fastest
   // way this CPU has to multiply that dtype. A bf16 kernel may use AMX tiles,
   // AVX512-BF16 dot products or widen to fp32 FMAs (on some CPUs the

@@ -52,6 +52,19 @@ struct StreamResult {
   double copy_gbps, triad_gbps, array_bytes;
 };
 
+// Best seconds of `trials` runs of fn, or more runs until `min_seconds` passed.
+template <typename Fn>
+double best_seconds(Fn&& fn, int trials, double min_seconds) {
+  double best = 1e30;
+  const auto start = Clock::now();
+  for (int t = 0; t < trials || seconds_since(start) < min_seconds; ++t) {
+    const auto t0 = Clock::now();
+    fn();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
 StreamResult measure_stream(int threads, bool quick) {
   const size_t n = stream_elements(quick);
   auto a = alloc_doubles(n), b = alloc_doubles(n), c = alloc_doubles(n);
@@ -66,32 +79,47 @@ StreamResult measure_stream(int threads, bool quick) {
     pb[i] = 2.0;
     pc[i] = 0.0;
   }
-  // The best trial is the ceiling. A trial on the small --quick arrays takes
-  // about a millisecond, and one where another process held a core for part
-  // of it reads far too low, so those run for a while to catch clean ones.
-  const int min_trials = quick ? 20 : 6;
-  const double min_seconds = quick ? 0.25 : 0;
-  double best_copy = 1e30, best_triad = 1e30;
-  const auto start = Clock::now();
-  for (int t = 0; t < min_trials || seconds_since(start) < min_seconds; ++t) {
-    auto t0 = Clock::now();
+  const double scalar = 3.0;
+  double copy_bytes_per_s = 0, triad_bytes_per_s = 0;
+  if (!quick) {
+    // STREAM proper: all threads on one loop, timed together; the best trial
+    // is the ceiling. DRAM bandwidth is shared, so it is only measured this way.
+    const double copy_s = best_seconds([&] {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t i = 0; i < n; ++i) pc[i] = pa[i];
-    best_copy = std::min(best_copy, seconds_since(t0));
-
-    t0 = Clock::now();
-    const double scalar = 3.0;
+      for (size_t i = 0; i < n; ++i) pc[i] = pa[i];
+    }, 6, 0);
+    const double triad_s = best_seconds([&] {
 #pragma omp parallel for schedule(static) num_threads(threads)
-    for (size_t i = 0; i < n; ++i) pa[i] = pb[i] + scalar * pc[i];
-    best_triad = std::min(best_triad, seconds_since(t0));
+      for (size_t i = 0; i < n; ++i) pa[i] = pb[i] + scalar * pc[i];
+    }, 6, 0);
+    copy_bytes_per_s = 2.0 * n * sizeof(double) / copy_s;
+    triad_bytes_per_s = 3.0 * n * sizeof(double) / triad_s;
+  } else {
+    // --quick arrays sit in the caches, whose bandwidth grows with the cores,
+    // so each thread times its own share with no barrier in between and the
+    // rates add up. Trials take a millisecond or less; timed together, one
+    // thread losing its core to another process for a moment (tests running
+    // in parallel) would stall the rest and read several times too low.
+#pragma omp parallel num_threads(threads) reduction(+ : copy_bytes_per_s, triad_bytes_per_s)
+    {
+      const size_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+      const size_t begin = n * part / parts, end = n * (part + 1) / parts;
+      const double copy_s = best_seconds([&] {
+        for (size_t i = begin; i < end; ++i) pc[i] = pa[i];
+      }, 20, 0.1);
+      const double triad_s = best_seconds([&] {
+        for (size_t i = begin; i < end; ++i) pa[i] = pb[i] + scalar * pc[i];
+      }, 20, 0.1);
+      copy_bytes_per_s += 2.0 * (end - begin) * sizeof(double) / copy_s;
+      triad_bytes_per_s += 3.0 * (end - begin) * sizeof(double) / triad_s;
+    }
   }
   // Keeps the loops from being optimised away.
   volatile double sink = pa[n / 2] + pc[n / 3];
   (void)sink;
   // STREAM's convention, also used for the drills: every array is counted
   // once, the write-allocate read of the destination is not.
-  const double bytes = static_cast<double>(n) * sizeof(double);
-  return {2 * bytes / best_copy / 1e9, 3 * bytes / best_triad / 1e9, bytes};
+  return {copy_bytes_per_s / 1e9, triad_bytes_per_s / 1e9, static_cast<double>(n) * sizeof(double)};
 }
 
 // Sixteen independent accumulators cover the FMA latency (4 cycles) times
@@ -200,22 +228,22 @@ bool amx_permitted() {
   return __builtin_cpu_supports("amx-bf16") && syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-// Runs `loop` on every thread at once and returns the aggregate GFLOP/s,
-// best of a few trials (the peak is a ceiling, so the best run is the
-// estimate least disturbed by the rest of the system).
-double measure_peak(float (*loop)(long), double flops_per_iter, int threads, long iters) {
-  loop(iters / 20);  // wakes the vector units and the frequency governor
-  double best = 1e30;
+// Runs `loop` on every thread at once and returns the sum of the threads'
+// rates. Arithmetic in registers does not share anything between cores, so
+// each thread keeps its own best trial (the one least disturbed by the rest
+// of the system) and no thread waits for another between trials.
+double measure_peak(float (*loop)(long), double flops_per_iter, int threads, long iters, int trials) {
+  double gflops = 0;
   float sink = 0;
-  for (int t = 0; t < 3; ++t) {
-    auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    sink += loop(iters);
-    best = std::min(best, seconds_since(t0));
+#pragma omp parallel num_threads(threads) reduction(+ : gflops, sink)
+  {
+    sink += loop(iters / 10);  // wakes the vector units and the frequency governor
+    const double best = best_seconds([&] { sink += loop(iters); }, trials, 0);
+    gflops += flops_per_iter * static_cast<double>(iters) / best / 1e9;
   }
   volatile float keep = sink;
   (void)keep;
-  return flops_per_iter * static_cast<double>(iters) * threads / best / 1e9;
+  return gflops;
 }
 
 }  // namespace
@@ -229,21 +257,24 @@ Ceilings measure_ceilings(int threads, bool quick) {
   c.stream_array_bytes = s.array_bytes;
 
   __builtin_cpu_init();
-  // About 0.1 s per trial on a 3 GHz core (2 ms with --quick).
-  const long iters = quick ? 1'000'000 : 40'000'000;
+  // About 0.1 s per trial on a 3 GHz core; with --quick under a millisecond,
+  // with many trials so that some run undisturbed.
+  const long iters = quick ? 200'000 : 40'000'000;
+  const int trials = quick ? 20 : 3;
   if (__builtin_cpu_supports("avx512f")) {
     c.fp32_isa = "avx512f";
-    c.fp32_gflops = measure_peak(fma_loop_avx512, kAccumulators * 16 * 2.0, threads, iters);
+    c.fp32_gflops = measure_peak(fma_loop_avx512, kAccumulators * 16 * 2.0, threads, iters, trials);
   } else {
     c.fp32_isa = "avx2";
-    c.fp32_gflops = measure_peak(fma_loop_avx2, kAccumulators * 8 * 2.0, threads, iters);
+    c.fp32_gflops = measure_peak(fma_loop_avx2, kAccumulators * 8 * 2.0, threads, iters, trials);
   }
   if (__builtin_cpu_supports("avx512bf16")) {
     c.bf16_isa = "avx512bf16";
-    c.bf16_gflops = measure_peak(bf16_dot_loop_avx512, kAccumulators * 64.0, threads, iters);
+    c.bf16_gflops = measure_peak(bf16_dot_loop_avx512, kAccumulators * 64.0, threads, iters, trials);
   }
   // A tile instruction is 16 cycles of work: fewer iterations for the same time.
-  if (amx_permitted()) c.amx_bf16_gflops = measure_peak(amx_bf16_loop, kAmxFlopsPerIter, threads, iters / 16);
+  if (amx_permitted())
+    c.amx_bf16_gflops = measure_peak(amx_bf16_loop, kAmxFlopsPerIter, threads, iters / 16, trials);
   return c;
 }
 

@@ -196,7 +196,8 @@ void write_roofline_svg(const std::string& path, const Ceilings& c, const std::v
   svg.text(20, 22,
            fmt("kiln bench, %.0f thread(s)", c.threads) + fmt(": bandwidth %.1f GB/s", c.bandwidth_gbps()) +
                fmt(", fp32 peak %.0f GFLOP/s", c.fp32_gflops) +
-               (c.bf16_gflops > 0 ? fmt(", bf16 peak %.0f GFLOP/s", c.bf16_gflops) : std::string()),
+               (c.bf16_gflops > 0 ? fmt(", bf16 dot-product peak %.0f GFLOP/s", c.bf16_gflops) : std::string()) +
+               (c.amx_bf16_gflops > 0 ? fmt(", bf16 AMX peak %.0f GFLOP/s", c.amx_bf16_gflops) : std::string()),
            13, "start", "#444");
   draw_roofline_panel(svg, c, rows);
   draw_fraction_panel(svg, rows);

@@ -107,7 +107,7 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
         {"bound", r.bound.empty() ? Json(nullptr) : Json(r.bound)},
         {"reps", r.reps},
         {"peer_difference", or_null(r.peer_difference)},
-        {"peer_agrees", r.peer_agrees},
+        {"peer_agrees", r.peer_difference ? Json(r.peer_agrees) : Json(nullptr)},
         {"error", r.error.empty() ? Json(nullptr) : Json(r.error)},
     });
   }

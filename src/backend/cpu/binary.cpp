@@ -4,95 +4,18 @@
 #include <limits>
 
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/op_functors.h"
 #include "core/primitives.h"
 
 namespace kiln {
 namespace {
 
-template <typename C>
-C int_power(C base, C exp) {
-  if constexpr (std::is_signed_v<C>) {
-    if (exp < 0) {
-      if (base == 1) return 1;
-      if (base == -1) return (exp % 2 == 0) ? 1 : -1;
-      return 0;
-    }
-  }
-  // Unsigned arithmetic: overflow wraps instead of being undefined.
-  using U = std::make_unsigned_t<C>;
-  U result = 1, b = static_cast<U>(base);
-  auto e = static_cast<std::make_unsigned_t<C>>(exp);
-  while (e) {
-    if (e & 1) result *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return static_cast<C>(result);
-}
-
-template <typename C>
-C python_remainder(C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    C r = std::fmod(a, b);
-    if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
-    return r;
-  } else if constexpr (std::is_unsigned_v<C>) {
-    return b == 0 ? C(0) : static_cast<C>(a % b);
-  } else {
-    if (b == 0 || b == -1) return C(0);  // x % 0 is undefined; min % -1 overflows
-    C r = static_cast<C>(a % b);
-    if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
-    return r;
-  }
-}
-
-// Integer add/sub/mul through unsigned types: wraps like the hardware
-// instead of being undefined behaviour on overflow.
-template <typename C, typename F>
-C wrapping(C a, C b, F f) {
-  if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
-    using U = std::make_unsigned_t<C>;
-    return static_cast<C>(f(static_cast<U>(a), static_cast<U>(b)));
-  } else {
-    return static_cast<C>(f(a, b));
-  }
-}
-
 template <typename T>
 void run_binary(BinaryOp op, const array& a, const array& b, array& out) {
   using C = cpu::compute_t<T>;
-  constexpr bool fp = std::is_floating_point_v<C>;
   auto same = [&](auto fn) { cpu::binary_loop<T, T>(a, b, out, fn); };
   auto to_bool = [&](auto fn) { cpu::binary_loop<T, bool>(a, b, out, fn); };
-  switch (op) {
-    case BinaryOp::add: return same([](C x, C y) { return wrapping(x, y, [](auto p, auto q) { return p + q; }); });
-    case BinaryOp::subtract:
-      return same([](C x, C y) { return wrapping(x, y, [](auto p, auto q) { return p - q; }); });
-    case BinaryOp::multiply:
-      return same([](C x, C y) { return wrapping(x, y, [](auto p, auto q) { return p * q; }); });
-    case BinaryOp::divide:
-      if constexpr (fp) return same([](C x, C y) { return x / y; });
-      break;
-    case BinaryOp::power:
-      if constexpr (fp) return same([](C x, C y) { return std::pow(x, y); });
-      else if constexpr (!std::is_same_v<C, bool>) return same([](C x, C y) { return int_power(x, y); });
-      break;
-    case BinaryOp::maximum:
-      return same([](C x, C y) { return (x > y || x != x) ? x : y; });
-    case BinaryOp::minimum:
-      return same([](C x, C y) { return (x < y || x != x) ? x : y; });
-    case BinaryOp::remainder:
-      if constexpr (!std::is_same_v<C, bool>) return same([](C x, C y) { return python_remainder(x, y); });
-      break;
-    case BinaryOp::equal: return to_bool([](C x, C y) { return x == y; });
-    case BinaryOp::not_equal: return to_bool([](C x, C y) { return x != y; });
-    case BinaryOp::less: return to_bool([](C x, C y) { return x < y; });
-    case BinaryOp::less_equal: return to_bool([](C x, C y) { return x <= y; });
-    case BinaryOp::greater: return to_bool([](C x, C y) { return x > y; });
-    case BinaryOp::greater_equal: return to_bool([](C x, C y) { return x >= y; });
-    case BinaryOp::logical_and: return to_bool([](C x, C y) { return x != C(0) && y != C(0); });
-    case BinaryOp::logical_or: return to_bool([](C x, C y) { return x != C(0) || y != C(0); });
-  }
+  if (cpu::with_binary_op<C>(op, same, to_bool)) return;
   throw Error(std::string("[") + binary_op_name(op) + "] unsupported dtype " + dtype_name(a.dtype()));
 }
 

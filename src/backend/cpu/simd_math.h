@@ -9,11 +9,31 @@
 
 namespace kiln::cpu::simd {
 
+// c ? a : b, bitwise. GCC if-converts (and so vectorizes) a ?: only when
+// neither arm can trap; with the default -ftrapping-math, range propagation
+// through a ?: clamp specializes the arithmetic after it into branches
+// (e.g. folding exp(89) into an overflowing constant product), which blocks
+// vectorization of every loop calling these functions. std::fmin/fmax are
+// library calls. The masks below give the same results without branches.
+inline float select(bool c, float a, float b) {
+  uint32_t m = 0u - static_cast<uint32_t>(c);
+  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & m) | (std::bit_cast<uint32_t>(b) & ~m));
+}
+// Clamps to [lo, hi]; a NaN passes through (every caller returns x itself
+// for a NaN x).
+inline float clamp(float x, float lo, float hi) {
+  float y = select(x < lo, lo, x);
+  return select(y > hi, hi, y);
+}
+
+// x where x is NaN, else v.
+inline float nan_passthrough(float x, float v) { return select(x != x, x, v); }
+
 // e^x. Range reduction x = n ln2 + r with |r| <= ln2/2, a degree-6
 // polynomial for e^r, and 2^n applied in two halves so every n from the
 // clamped range stays a normal float (overflow gives inf, underflow 0).
 inline float exp(float x) {
-  float xc = std::fmin(std::fmax(x, -104.0f), 89.0f);
+  float xc = clamp(x, -104.0f, 89.0f);
   float t = xc * 1.44269504088896341f + 12582912.0f;  // rounds to nearest integer
   float n = t - 12582912.0f;
   float r = xc - n * 0.693359375f;
@@ -31,13 +51,13 @@ inline float exp(float x) {
   float s1 = std::bit_cast<float>((n1 + 127) << 23);
   float s2 = std::bit_cast<float>((n2 + 127) << 23);
   float out = p * s1 * s2;
-  return x != x ? x : out;
+  return nan_passthrough(x, out);
 }
 
 // tanh as a rational function of x (odd numerator of degree 13, even
 // denominator of degree 6), exact to a few ulp; saturates past |x| ~ 7.9.
 inline float tanh(float x) {
-  float xc = std::fmin(std::fmax(x, -7.90531110763549805f), 7.90531110763549805f);
+  float xc = clamp(x, -7.90531110763549805f, 7.90531110763549805f);
   float x2 = xc * xc;
   float p = -2.76076847742355e-16f;
   p = p * x2 + 2.00018790482477e-13f;
@@ -52,8 +72,8 @@ inline float tanh(float x) {
   q = q * x2 + 2.26843463243900e-03f;
   q = q * x2 + 4.89352518554385e-03f;
   float out = p / q;
-  out = std::fabs(x) < 0.0004f ? x : out;
-  return x != x ? x : out;
+  out = select(std::fabs(x) < 0.0004f, x, out);
+  return nan_passthrough(x, out);
 }
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }

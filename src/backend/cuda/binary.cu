@@ -1,0 +1,260 @@
+// Binary elementwise kernels (inputs already promoted to one dtype and
+// broadcast to the output shape by the op layer) and `where`. As in
+// unary.cu, the op is a run-time switch inside one kernel per dtype. The
+// contiguous path (each input contiguous or a single broadcast scalar) moves
+// 16 bytes per load; the strided path handles any layout.
+#include "backend/cuda/kernel_utils.cuh"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace cuda {
+namespace {
+
+template <typename C>
+__device__ __forceinline__ C wrap_int(BinaryOp op, C x, C y) {
+  using U = std::make_unsigned_t<C>;
+  U a = static_cast<U>(x), b = static_cast<U>(y);
+  switch (op) {
+    case BinaryOp::add: return static_cast<C>(a + b);
+    case BinaryOp::subtract: return static_cast<C>(a - b);
+    default: return static_cast<C>(a * b);
+  }
+}
+
+template <typename C>
+__device__ __forceinline__ C int_power(C base, C exp) {
+  if constexpr (std::is_signed_v<C>) {
+    if (exp < 0) {
+      if (base == 1) return 1;
+      if (base == -1) return (exp % 2 == 0) ? 1 : -1;
+      return 0;
+    }
+  }
+  using U = std::make_unsigned_t<C>;
+  U result = 1, b = static_cast<U>(base);
+  U e = static_cast<U>(exp);
+  while (e) {
+    if (e & 1) result *= b;
+    b *= b;
+    e >>= 1;
+  }
+  return static_cast<C>(result);
+}
+
+template <typename C>
+__device__ __forceinline__ C remainder(C a, C b) {
+  if constexpr (std::is_floating_point_v<C>) {
+    C r = fmod(a, b);
+    if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+    return r;
+  } else if constexpr (std::is_unsigned_v<C>) {
+    return b == 0 ? C(0) : static_cast<C>(a % b);
+  } else {
+    if (b == 0 || b == -1) return C(0);
+    C r = static_cast<C>(a % b);
+    if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
+    return r;
+  }
+}
+
+// Ops whose result has the input type.
+template <typename C>
+__device__ __forceinline__ C same_op(BinaryOp op, C x, C y) {
+  if constexpr (std::is_same_v<C, bool>) {
+    switch (op) {
+      case BinaryOp::add: case BinaryOp::maximum: return x || y;
+      case BinaryOp::multiply: case BinaryOp::minimum: return x && y;
+      case BinaryOp::subtract: return x != y;
+      default: return x;
+    }
+  } else {
+    switch (op) {
+      case BinaryOp::add:
+        if constexpr (std::is_integral_v<C>) return wrap_int(op, x, y); else return x + y;
+      case BinaryOp::subtract:
+        if constexpr (std::is_integral_v<C>) return wrap_int(op, x, y); else return x - y;
+      case BinaryOp::multiply:
+        if constexpr (std::is_integral_v<C>) return wrap_int(op, x, y); else return x * y;
+      case BinaryOp::divide:
+        if constexpr (std::is_integral_v<C>) return y == 0 ? C(0) : static_cast<C>(x / y); else return x / y;
+      case BinaryOp::power:
+        if constexpr (std::is_integral_v<C>) return int_power(x, y);
+        else if constexpr (std::is_same_v<C, float>) return powf(x, y);
+        else return pow(x, y);
+      case BinaryOp::maximum: return (x > y || x != x) ? x : y;
+      case BinaryOp::minimum: return (x < y || x != x) ? x : y;
+      case BinaryOp::remainder: return remainder(x, y);
+      default: return x;
+    }
+  }
+}
+
+template <typename C>
+__device__ __forceinline__ bool compare_op(BinaryOp op, C x, C y) {
+  switch (op) {
+    case BinaryOp::equal: return x == y;
+    case BinaryOp::not_equal: return x != y;
+    case BinaryOp::less: return x < y;
+    case BinaryOp::less_equal: return x <= y;
+    case BinaryOp::greater: return x > y;
+    case BinaryOp::greater_equal: return x >= y;
+    case BinaryOp::logical_and: return x != C(0) && y != C(0);
+    default: return x != C(0) || y != C(0);
+  }
+}
+
+template <typename T, typename O>
+__device__ __forceinline__ O apply(BinaryOp op, T a, T b) {
+  auto x = to_compute(a);
+  auto y = to_compute(b);
+  if constexpr (std::is_same_v<O, bool> && !std::is_same_v<T, bool>) return compare_op(op, x, y);
+  else if constexpr (std::is_same_v<T, bool>) {
+    return op >= BinaryOp::equal ? compare_op(op, x, y) : same_op(op, x, y);
+  } else return convert<T>(same_op(op, x, y));
+}
+
+// a_scalar / b_scalar: that input is one broadcast element.
+template <typename T, typename O>
+__global__ void binary_contiguous(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b, O* __restrict__ out,
+                                  int64_t n, bool a_scalar, bool b_scalar) {
+  using V = Vec<T>;
+  constexpr int G = V::n;
+  int64_t ngroups = n / G;
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t tid = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  T sa = a[0], sb = b[0];
+  for (int64_t i = tid; i < ngroups; i += stride) {
+    V va, vb;
+    if (a_scalar) {
+#pragma unroll
+      for (int k = 0; k < G; ++k) va.v[k] = sa;
+    } else {
+      va = reinterpret_cast<const V*>(a)[i];
+    }
+    if (b_scalar) {
+#pragma unroll
+      for (int k = 0; k < G; ++k) vb.v[k] = sb;
+    } else {
+      vb = reinterpret_cast<const V*>(b)[i];
+    }
+    if constexpr (std::is_same_v<O, T>) {
+      V r;
+#pragma unroll
+      for (int k = 0; k < G; ++k) r.v[k] = apply<T, O>(op, va.v[k], vb.v[k]);
+      reinterpret_cast<V*>(out)[i] = r;
+    } else {
+#pragma unroll
+      for (int k = 0; k < G; ++k) out[i * G + k] = apply<T, O>(op, va.v[k], vb.v[k]);
+    }
+  }
+  for (int64_t i = ngroups * G + tid; i < n; i += stride) {
+    out[i] = apply<T, O>(op, a_scalar ? sa : a[i], b_scalar ? sb : b[i]);
+  }
+}
+
+template <typename T, typename O>
+__global__ void binary_strided(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b, O* __restrict__ out,
+                               Strided<3> l, int64_t n) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[3];
+    l.offsets(i, off);
+    out[off[0]] = apply<T, O>(op, a[off[1]], b[off[2]]);
+  }
+}
+
+template <typename T>
+__global__ void select_strided(const bool* __restrict__ c, const T* __restrict__ x, const T* __restrict__ y,
+                               T* __restrict__ out, Strided<4> l, int64_t n) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[4];
+    l.offsets(i, off);
+    out[off[0]] = c[off[1]] ? x[off[2]] : y[off[3]];
+  }
+}
+
+bool is_scalar_layout(const Strided<3>& l, int k) {
+  for (int d = 0; d < l.ndim; ++d) {
+    if (l.strides[k][d] != 0) return false;
+  }
+  return true;
+}
+bool is_dense_layout(const Strided<3>& l, int k) { return l.ndim == 1 && l.strides[k][0] == 1; }
+
+template <typename T, typename O>
+void launch_binary(BinaryOp op, const char* a, const char* b, char* out, const Strided<3>& l, int64_t n,
+                   cudaStream_t s) {
+  constexpr int kBlock = 256;
+  bool out_dense = is_dense_layout(l, 0);
+  bool a_scalar = is_scalar_layout(l, 1), b_scalar = is_scalar_layout(l, 2);
+  bool a_ok = a_scalar || (is_dense_layout(l, 1) && aligned16(a));
+  bool b_ok = b_scalar || (is_dense_layout(l, 2) && aligned16(b));
+  if (out_dense && a_ok && b_ok && aligned16(out)) {
+    binary_contiguous<T, O><<<grid_for(n, Vec<T>::n * 4, kBlock), kBlock, 0, s>>>(
+        op, reinterpret_cast<const T*>(a), reinterpret_cast<const T*>(b), reinterpret_cast<O*>(out), n, a_scalar,
+        b_scalar);
+  } else {
+    binary_strided<T, O><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(
+        op, reinterpret_cast<const T*>(a), reinterpret_cast<const T*>(b), reinterpret_cast<O*>(out), l, n);
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+
+void Binary::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const char* nm = binary_op_name(op_);
+  const array& a = inputs[0];
+  const array& b = inputs[1];
+  bool donated = false;
+  for (const auto& in : inputs) {
+    if (!donated && in.dtype() == out.dtype() && in.size() == out.size() && in.desc()->offset == 0 &&
+        in.desc()->buffer.use_count() == 1 && in.desc().use_count() == 1 &&
+        detail::is_row_contiguous(in.shape(), in.desc()->strides)) {
+      cuda::allocate_or_donate(out, in, nm);
+      donated = true;
+    }
+  }
+  if (!donated) cuda::allocate(out, nm);
+  int64_t n = static_cast<int64_t>(out.size());
+  if (n == 0) return;
+  const char* pa = cuda::in_ptr(a);
+  const char* pb = cuda::in_ptr(b);
+  char* po = cuda::out_ptr(out);
+  auto l = cuda::make_strided<3>(out.shape(), {&out.desc()->strides, &a.desc()->strides, &b.desc()->strides}, nm);
+  cudaStream_t s = cuda::current_stream();
+  BinaryOp op = op_;
+  bool to_bool = out.dtype() == Dtype::bool_;
+  cuda::dispatch(a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (to_bool) cuda::launch_binary<T, bool>(op, pa, pb, po, l, n, s);
+    else cuda::launch_binary<T, T>(op, pa, pb, po, l, n, s);
+  });
+  KILN_CUDA_CHECK_LAUNCH(nm);
+}
+
+void Select::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& cond = inputs[0];
+  const array& x = inputs[1];
+  const array& y = inputs[2];
+  cuda::allocate(out, "where");
+  int64_t n = static_cast<int64_t>(out.size());
+  if (n == 0) return;
+  const char* pc = cuda::in_ptr(cond);
+  const char* px = cuda::in_ptr(x);
+  const char* py = cuda::in_ptr(y);
+  char* po = cuda::out_ptr(out);
+  auto l = cuda::make_strided<4>(
+      out.shape(), {&out.desc()->strides, &cond.desc()->strides, &x.desc()->strides, &y.desc()->strides}, "where");
+  cudaStream_t s = cuda::current_stream();
+  cuda::dispatch(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::select_strided<T><<<cuda::grid_for(n, 4, 256), 256, 0, s>>>(
+        reinterpret_cast<const bool*>(pc), reinterpret_cast<const T*>(px), reinterpret_cast<const T*>(py),
+        reinterpret_cast<T*>(po), l, n);
+  });
+  KILN_CUDA_CHECK_LAUNCH("where");
+}
+
+}  // namespace kiln

@@ -1,0 +1,52 @@
+#pragma once
+// Shared host-side pieces of the CUDA backend: status checks that name the
+// op, the current kiln stream's cudaStream_t, and device pointers of arrays
+// (migrating a host-only buffer to the device on first use).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/array_desc.h"
+#include "kiln/error.h"
+
+namespace kiln::cuda {
+
+[[noreturn]] void throw_cuda_error(const char* op, const char* what, cudaError_t e);
+
+// Checks a CUDA runtime status; `op` names the kiln op for the message.
+#define KILN_CUDA_CHECK(op, call)                                       \
+  do {                                                                   \
+    cudaError_t kiln_err_ = (call);                                      \
+    if (kiln_err_ != cudaSuccess) ::kiln::cuda::throw_cuda_error(op, #call, kiln_err_); \
+  } while (0)
+// Checks the launch that just happened.
+#define KILN_CUDA_CHECK_LAUNCH(op) KILN_CUDA_CHECK(op, cudaGetLastError())
+
+// The stream of the node being evaluated on this worker thread.
+cudaStream_t current_stream();
+int current_stream_index();
+int device_sm_count();
+
+// Device pointer to a's first element, valid for reading on the current
+// stream (copies host data over, and waits for a write on another stream).
+const char* in_ptr(const array& a);
+// Device pointer of out's buffer for writing; marks the device copy as the
+// only valid one and registers the buffer for the node's completion event.
+char* out_ptr(array& out);
+
+// Gives `out` a fresh row-major device buffer.
+void allocate(array& out, const char* op);
+// Like detail::allocate_or_donate, for a GPU kernel: donates only a buffer
+// whose device copy is valid.
+void allocate_or_donate(array& out, const array& in, const char* op);
+
+// A scratch device buffer kept alive until the node's kernels finished
+// (held by the node's in-flight record).
+void* scratch(size_t bytes, const char* op);
+
+// Enqueues a strided copy (with a cast) on the current stream:
+// dst[i] = convert(src[i]) over `shape`, element strides for each side.
+void copy_strided(const char* src, Dtype sd, const Shape& shape, const Strides& src_strides, char* dst, Dtype dd,
+                  const Strides& dst_strides, const char* op);
+
+}  // namespace kiln::cuda

@@ -1,0 +1,178 @@
+// Gathers (take, take_along_axis) and concatenate. Elements are moved as
+// raw 1/2/4/8-byte words; the index dtype is a run-time switch. Negative
+// indices wrap as on the CPU. An index out of range is clamped to the axis
+// (the CPU throws; checking on the GPU would need a device-to-host sync per
+// gather, which a later change can add as a deferred error flag).
+#include "backend/cuda/kernel_utils.cuh"
+#include "core/ops_util.h"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace cuda {
+namespace {
+
+__device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i, int64_t extent) {
+  int64_t v;
+  switch (t) {
+    case Dtype::uint8: v = reinterpret_cast<const uint8_t*>(p)[i]; break;
+    case Dtype::uint32: v = reinterpret_cast<const uint32_t*>(p)[i]; break;
+    case Dtype::int8: v = reinterpret_cast<const int8_t*>(p)[i]; break;
+    case Dtype::int32: v = reinterpret_cast<const int32_t*>(p)[i]; break;
+    case Dtype::bool_: v = reinterpret_cast<const bool*>(p)[i]; break;
+    default: v = reinterpret_cast<const int64_t*>(p)[i]; break;
+  }
+  if (v < 0) v += extent;
+  return v < 0 ? 0 : (v >= extent ? extent - 1 : v);
+}
+
+struct GatherArgs {
+  Strided<1> outer;  // a's dims before the axis
+  Strided<1> idx;    // the index array's layout
+  Strided<1> slab;   // a's dims after the axis
+  int64_t axis_stride, extent, n_idx, inner;
+};
+
+template <typename E>
+__global__ void gather_kernel(const E* __restrict__ a, const char* __restrict__ idx, Dtype it, E* __restrict__ out,
+                              GatherArgs g, int64_t n) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
+    int64_t r = t % g.inner;
+    int64_t q = t / g.inner;
+    int64_t j = q % g.n_idx;
+    int64_t o = q / g.n_idx;
+    int64_t off[1], ioff[1], soff[1];
+    g.outer.offsets(o, off);
+    g.idx.offsets(j, ioff);
+    g.slab.offsets(r, soff);
+    out[t] = a[off[0] + read_index(idx, it, ioff[0], g.extent) * g.axis_stride + soff[0]];
+  }
+}
+
+struct AxisArgs {
+  int ndim, axis;
+  int64_t shape[kMaxDims];
+  int64_t a_strides[kMaxDims];
+  int64_t i_strides[kMaxDims];
+  int64_t extent;
+};
+
+template <typename E>
+__global__ void gather_axis_kernel(const E* __restrict__ a, const char* __restrict__ idx, Dtype it, E* __restrict__ out,
+                                   AxisArgs g, int64_t n) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
+    int64_t rem = t, aoff = 0, ioff = 0;
+    for (int k = g.ndim - 1; k >= 0; --k) {
+      int64_t pos = rem % g.shape[k];
+      rem /= g.shape[k];
+      ioff += pos * g.i_strides[k];
+      if (k != g.axis) aoff += pos * g.a_strides[k];
+    }
+    aoff += read_index(idx, it, ioff, g.extent) * g.a_strides[g.axis];
+    out[t] = a[aoff];
+  }
+}
+
+Strided<1> layout1(const Shape& shape, const Strides& strides, const char* op) {
+  Shape s = shape;
+  Strides st = strides;
+  if (s.empty()) {
+    s.push_back(1);
+    st.push_back(0);
+  }
+  return make_strided<1>(s, {&st}, op);
+}
+
+template <typename Launch>
+void by_item_size(size_t item, Launch&& launch) {
+  switch (item) {
+    case 1: return launch(Tag<uint8_t>{});
+    case 2: return launch(Tag<uint16_t>{});
+    case 4: return launch(Tag<uint32_t>{});
+    default: return launch(Tag<uint64_t>{});
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+
+void Gather::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& idx = inputs[1];
+  cuda::allocate(out, "take");
+  int64_t n = static_cast<int64_t>(out.size());
+  if (n == 0) return;
+  const auto& d = *a.desc();
+  Shape outer_shape(d.shape.begin(), d.shape.begin() + axis_);
+  Strides outer_strides(d.strides.begin(), d.strides.begin() + axis_);
+  Shape slab_shape(d.shape.begin() + axis_ + 1, d.shape.end());
+  Strides slab_strides(d.strides.begin() + axis_ + 1, d.strides.end());
+  cuda::GatherArgs g;
+  g.outer = cuda::layout1(outer_shape, outer_strides, "take");
+  g.idx = cuda::layout1(idx.shape(), idx.desc()->strides, "take");
+  g.slab = cuda::layout1(slab_shape, slab_strides, "take");
+  g.axis_stride = d.strides[axis_];
+  g.extent = d.shape[axis_];
+  g.n_idx = static_cast<int64_t>(idx.size());
+  g.inner = shape_size(slab_shape);
+  const char* pa = cuda::in_ptr(a);
+  const char* pi = cuda::in_ptr(idx);
+  char* po = cuda::out_ptr(out);
+  cudaStream_t s = cuda::current_stream();
+  Dtype it = idx.dtype();
+  cuda::by_item_size(a.itemsize(), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    cuda::gather_kernel<E><<<cuda::grid_for(n, 4, 256), 256, 0, s>>>(reinterpret_cast<const E*>(pa), pi, it,
+                                                                     reinterpret_cast<E*>(po), g, n);
+  });
+  KILN_CUDA_CHECK_LAUNCH("take");
+}
+
+void GatherAxis::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& idx = inputs[1];
+  cuda::allocate(out, "take_along_axis");
+  int64_t n = static_cast<int64_t>(out.size());
+  if (n == 0) return;
+  int nd = out.ndim();
+  if (nd > cuda::kMaxDims) throw Error("[take_along_axis] more than 8 dimensions are not supported on the GPU");
+  cuda::AxisArgs g{};
+  g.ndim = nd;
+  g.axis = axis_;
+  g.extent = a.shape()[axis_];
+  for (int k = 0; k < nd; ++k) {
+    g.shape[k] = out.shape()[k];
+    g.a_strides[k] = a.desc()->strides[k];
+    g.i_strides[k] = idx.desc()->strides[k];
+  }
+  const char* pa = cuda::in_ptr(a);
+  const char* pi = cuda::in_ptr(idx);
+  char* po = cuda::out_ptr(out);
+  cudaStream_t s = cuda::current_stream();
+  Dtype it = idx.dtype();
+  cuda::by_item_size(a.itemsize(), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    cuda::gather_axis_kernel<E><<<cuda::grid_for(n, 4, 256), 256, 0, s>>>(reinterpret_cast<const E*>(pa), pi, it,
+                                                                          reinterpret_cast<E*>(po), g, n);
+  });
+  KILN_CUDA_CHECK_LAUNCH("take_along_axis");
+}
+
+void Concatenate::eval_gpu(const std::vector<array>& inputs, array& out) {
+  cuda::allocate(out, "concatenate");
+  if (out.size() == 0) return;
+  char* po = cuda::out_ptr(out);
+  const Strides& ost = out.desc()->strides;
+  int64_t item = static_cast<int64_t>(out.itemsize());
+  int64_t offset = 0;
+  for (const auto& in : inputs) {
+    if (in.size() > 0) {
+      cuda::copy_strided(cuda::in_ptr(in), in.dtype(), in.shape(), in.desc()->strides, po + offset * ost[axis_] * item,
+                         out.dtype(), ost, "concatenate");
+    }
+    offset += in.shape()[axis_];
+  }
+}
+
+}  // namespace kiln

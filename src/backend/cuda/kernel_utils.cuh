@@ -1,0 +1,144 @@
+#pragma once
+// Device-side helpers shared by the kernel files: dtype -> device type
+// dispatch, conversions with the CPU's rules (backend/cpu/cast.h), and a
+// strided layout that maps a linear index to per-operand offsets.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "backend/cpu/strided.h"
+#include "backend/cuda/cuda_common.h"
+
+namespace kiln::cuda {
+
+template <typename T>
+struct Tag {
+  using type = T;
+};
+
+// Calls f(Tag<T>{}) with the device type of dtype t.
+template <typename F>
+void dispatch(Dtype t, F&& f) {
+  switch (t) {
+    case Dtype::bool_: return f(Tag<bool>{});
+    case Dtype::uint8: return f(Tag<uint8_t>{});
+    case Dtype::uint32: return f(Tag<uint32_t>{});
+    case Dtype::int8: return f(Tag<int8_t>{});
+    case Dtype::int32: return f(Tag<int32_t>{});
+    case Dtype::int64: return f(Tag<int64_t>{});
+    case Dtype::float16: return f(Tag<__half>{});
+    case Dtype::bfloat16: return f(Tag<__nv_bfloat16>{});
+    case Dtype::float32: return f(Tag<float>{});
+    case Dtype::float64: return f(Tag<double>{});
+  }
+  throw Error("[cuda] unknown dtype");
+}
+
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+template <typename T>
+inline constexpr bool is_float_v = is_half_v<T> || std::is_floating_point_v<T>;
+// The type arithmetic happens in: float for the 16-bit floats.
+template <typename T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
+
+template <typename T>
+__device__ __forceinline__ compute_t<T> to_compute(T x) {
+  if constexpr (is_half_v<T>) return static_cast<float>(x);
+  else return x;
+}
+
+// Conversion with the CPU rules: float -> integer truncates and saturates
+// (NaN gives 0); anything -> bool is `!= 0`.
+template <typename To, typename From>
+__device__ __forceinline__ To convert(From x) {
+  using C = compute_t<From>;
+  C v = to_compute(x);
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != C(0);
+  } else if constexpr (std::is_same_v<To, __half>) {
+    return __float2half_rn(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<C>) {
+    if (!(v == v)) return To(0);
+    if (v <= static_cast<C>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (v >= static_cast<C>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+constexpr int kMaxDims = 8;
+
+// A collapsed layout of N operands: shape and element strides per operand.
+template <int N>
+struct Strided {
+  int ndim;
+  int64_t shape[kMaxDims];
+  int64_t strides[N][kMaxDims];
+
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      int64_t q = i / shape[d];
+      int64_t pos = i - q * shape[d];
+      i = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += pos * strides[k][d];
+    }
+  }
+};
+
+// Collapses shape/strides (merging dims that chain in every operand).
+template <int N>
+Strided<N> make_strided(const Shape& shape, const std::array<const Strides*, N>& strides, const char* op) {
+  cpu::Layout<N> l = cpu::collapse<N>(shape, strides);
+  if (l.shape.size() > static_cast<size_t>(kMaxDims)) {
+    throw Error(std::string("[") + op + "] layouts with more than " + std::to_string(kMaxDims) +
+                " non-mergeable dimensions are not supported on the GPU");
+  }
+  Strided<N> s{};
+  s.ndim = static_cast<int>(l.shape.size());
+  for (int d = 0; d < s.ndim; ++d) {
+    s.shape[d] = l.shape[d];
+    for (int k = 0; k < N; ++k) s.strides[k][d] = l.strides[k][d];
+  }
+  return s;
+}
+
+template <int N>
+bool all_contiguous(const Strided<N>& s) {
+  return s.ndim == 1 && [&] {
+    for (int k = 0; k < N; ++k) {
+      if (s.strides[k][0] != 1) return false;
+    }
+    return true;
+  }();
+}
+
+// A grid-stride launch size for n elements handled `per_thread` at a time.
+inline unsigned grid_for(int64_t n, int per_thread, int block) {
+  int64_t blocks = (n + static_cast<int64_t>(block) * per_thread - 1) / (static_cast<int64_t>(block) * per_thread);
+  int64_t cap = static_cast<int64_t>(device_sm_count() > 0 ? device_sm_count() : 132) * 32;
+  if (blocks > cap) blocks = cap;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+// 16 bytes of T.
+template <typename T>
+struct alignas(16) Vec {
+  static constexpr int n = 16 / sizeof(T) > 0 ? 16 / sizeof(T) : 1;
+  T v[n];
+};
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+}  // namespace kiln::cuda

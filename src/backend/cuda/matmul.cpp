@@ -1,0 +1,215 @@
+// Batched matmul on the GPU. float32 / tf32, bfloat16, float16 and float64
+// go through cuBLASLt (row-major C = A B computed as the column-major
+// C^T = B^T A^T, operands in place whenever one of their two matrix strides
+// is 1 and the batch dims collapse to one stride); M <= 8 with weights in
+// the [N, K] layout goes to Kiln's GEMV (gemv.cu); integer types use a
+// simple kernel (integer_matmul.cu). KILN_CUDA_TF32=1 lets float32 use the
+// tensor cores' tf32 mode.
+#include <cublasLt.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "backend/cuda/cuda_common.h"
+#include "backend/cuda/gemv.h"
+#include "core/ops_util.h"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace cuda {
+
+void integer_matmul(Dtype t, const char* a, const char* b, char* c, int64_t batch, int64_t M, int64_t N, int64_t K);
+
+namespace {
+
+#define KILN_CUBLAS_CHECK(call)                                                                      \
+  do {                                                                                              \
+    cublasStatus_t kiln_st_ = (call);                                                               \
+    if (kiln_st_ != CUBLAS_STATUS_SUCCESS) {                                                        \
+      throw Error(std::string("[matmul] cuBLASLt error ") + std::to_string(static_cast<int>(kiln_st_)) + \
+                  " in " #call);                                                                    \
+    }                                                                                               \
+  } while (0)
+
+cublasLtHandle_t handle() {
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t x;
+    KILN_CUBLAS_CHECK(cublasLtCreate(&x));
+    return x;
+  }();
+  return h;
+}
+
+bool use_tf32() {
+  static const bool v = [] {
+    const char* e = std::getenv("KILN_CUDA_TF32");
+    return e && std::string(e) == "1";
+  }();
+  return v;
+}
+
+// One operand as cuBLASLt sees it.
+struct Operand {
+  const char* ptr;
+  bool transposed;  // row stride 1 (a transposed view)
+  int64_t ld;
+  int64_t batch_stride;
+};
+
+// Matrix strides and one batch stride for an operand of shape [..., R, C],
+// when its layout allows it.
+bool describe_operand(const array& x, const char* ptr, Operand& o) {
+  const auto& d = *x.desc();
+  int nd = x.ndim();
+  int64_t R = d.shape[nd - 2], C = d.shape[nd - 1];
+  int64_t rs = d.strides[nd - 2], cs = d.strides[nd - 1];
+  if (C == 1) cs = 1;
+  if (R == 1) rs = std::max<int64_t>(C, 1);
+  if (cs == 1 && rs >= std::max<int64_t>(C, 1)) {
+    o.transposed = false;
+    o.ld = rs;
+  } else if (rs == 1 && cs >= std::max<int64_t>(R, 1)) {
+    o.transposed = true;
+    o.ld = cs;
+  } else {
+    return false;
+  }
+  // Batch dims must collapse to one linear stride (or 0: broadcast).
+  int64_t stride = -1, expected_next = 0;
+  for (int k = nd - 3; k >= 0; --k) {
+    if (d.shape[k] == 1) continue;
+    if (stride < 0) {
+      stride = d.strides[k];
+      expected_next = stride * d.shape[k];
+    } else {
+      if (d.strides[k] != expected_next) return false;
+      expected_next = d.strides[k] * d.shape[k];
+    }
+  }
+  o.batch_stride = stride < 0 ? 0 : stride;
+  o.ptr = ptr;
+  return true;
+}
+
+// A row-major copy of x in scratch memory.
+const char* contiguous_copy(const array& x, const char* ptr) {
+  const auto& d = *x.desc();
+  char* tmp = static_cast<char*>(scratch(x.nbytes(), "matmul"));
+  copy_strided(ptr, d.dtype, d.shape, d.strides, tmp, d.dtype, row_major_strides(d.shape), "matmul");
+  return tmp;
+}
+
+cudaDataType_t data_type(Dtype t) {
+  switch (t) {
+    case Dtype::float16: return CUDA_R_16F;
+    case Dtype::bfloat16: return CUDA_R_16BF;
+    case Dtype::float64: return CUDA_R_64F;
+    default: return CUDA_R_32F;
+  }
+}
+
+struct Layout {
+  cublasLtMatrixLayout_t l = nullptr;
+  ~Layout() {
+    if (l) cublasLtMatrixLayoutDestroy(l);
+  }
+};
+
+void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t batch, int64_t M, int64_t N, int64_t K,
+               cudaStream_t s) {
+  cudaDataType_t dt = data_type(t);
+  cublasComputeType_t ct = t == Dtype::float64 ? CUBLAS_COMPUTE_64F
+                           : t == Dtype::float32 ? (use_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F)
+                                                 : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale_t = t == Dtype::float64 ? CUDA_R_64F : CUDA_R_32F;
+  cublasLtMatmulDesc_t op;
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, ct, scale_t));
+  struct DescGuard {
+    cublasLtMatmulDesc_t d;
+    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
+  } guard{op};
+  // cuBLASLt's first operand is B (as an N x K column-major op), its second A.
+  cublasOperation_t ta = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  Layout la, lb, lc;
+  // Stored shapes (column-major rows x cols).
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.l, dt, b.transposed ? K : N, b.transposed ? N : K, b.ld));
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.l, dt, a.transposed ? M : K, a.transposed ? K : M, a.ld));
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.l, dt, N, M, N));
+  if (batch > 1) {
+    int32_t bc = static_cast<int32_t>(batch);
+    int64_t sc = M * N;
+    for (auto [l, st] : {std::pair{la.l, b.batch_stride}, std::pair{lb.l, a.batch_stride}, std::pair{lc.l, sc}}) {
+      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)));
+      KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)));
+    }
+  }
+  size_t ws_size = size_t{32} << 20;
+  void* ws = scratch(ws_size, "matmul");
+  cublasLtMatmulPreference_t pref;
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size,
+                                                         sizeof(ws_size)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle(), op, la.l, lb.l, lc.l, lc.l, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    throw Error(std::string("[matmul] cuBLASLt has no algorithm for ") + dtype_name(t) + " M=" + std::to_string(M) +
+                " N=" + std::to_string(N) + " K=" + std::to_string(K));
+  }
+  double one64 = 1.0, zero64 = 0.0;
+  float one32 = 1.f, zero32 = 0.f;
+  const void* alpha = t == Dtype::float64 ? static_cast<const void*>(&one64) : &one32;
+  const void* beta = t == Dtype::float64 ? static_cast<const void*>(&zero64) : &zero32;
+  KILN_CUBLAS_CHECK(cublasLtMatmul(handle(), op, alpha, b.ptr, la.l, a.ptr, lb.l, beta, c, lc.l, c, lc.l,
+                                   &result.algo, ws, ws_size, s));
+}
+
+}  // namespace
+}  // namespace cuda
+
+void Matmul::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& b = inputs[1];
+  cuda::allocate(out, "matmul");
+  int nd = out.ndim();
+  int64_t M = out.shape()[nd - 2], N = out.shape()[nd - 1], K = a.shape()[a.ndim() - 1];
+  int64_t batch = M * N == 0 ? 0 : static_cast<int64_t>(out.size()) / (M * N);
+  if (out.size() == 0) return;
+  Dtype t = out.dtype();
+  const char* pa = cuda::in_ptr(a);
+  const char* pb = cuda::in_ptr(b);
+  char* pc = cuda::out_ptr(out);
+  cudaStream_t s = cuda::current_stream();
+  if (K == 0) {
+    KILN_CUDA_CHECK("matmul", cudaMemsetAsync(pc, 0, out.nbytes(), s));
+    return;
+  }
+  if (!is_floating_point(t)) {
+    const char* ca = detail::is_row_contiguous(a.shape(), a.desc()->strides) ? pa : cuda::contiguous_copy(a, pa);
+    const char* cb = detail::is_row_contiguous(b.shape(), b.desc()->strides) ? pb : cuda::contiguous_copy(b, pb);
+    // Broadcast batch dims were materialized by the copy only when strided.
+    cuda::integer_matmul(t, ca, cb, pc, batch, M, N, K);
+    return;
+  }
+  cuda::Operand oa, ob;
+  if (!cuda::describe_operand(a, pa, oa)) {
+    pa = cuda::contiguous_copy(a, pa);
+    oa = {pa, false, K, M * K};
+  }
+  if (!cuda::describe_operand(b, pb, ob)) {
+    pb = cuda::contiguous_copy(b, pb);
+    ob = {pb, false, N, K * N};
+  }
+  if (batch == 1 && M <= 8 && ob.transposed && !oa.transposed &&
+      cuda::gemv(t, oa.ptr, oa.ld, ob.ptr, ob.ld, pc, M, N, K)) {
+    return;
+  }
+  cuda::lt_matmul(t, oa, ob, pc, batch, M, N, K, s);
+}
+
+}  // namespace kiln

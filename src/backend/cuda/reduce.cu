@@ -1,0 +1,419 @@
+// Reductions (sum, prod, max, min, all, any), argmax/argmin and softmax.
+//
+// As on the CPU, the input is made row-major (a copy only when it is not)
+// and dims are grouped into runs of kept and reduced axes: [rows, len] is a
+// row reduction (a warp per short row, a block per long row, and long rows
+// split across blocks with a second pass over the partials), [batch, len,
+// width] with wide rows a column reduction (threads across columns,
+// coalesced); anything else is permuted so the reduced axes come last.
+// The reduce op is a run-time switch, so kernels are instantiated per
+// (input, output) dtype pair only.
+#include <cfloat>
+
+#include "backend/cuda/kernel_utils.cuh"
+#include "core/ops_util.h"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace cuda {
+namespace {
+
+template <typename A>
+__device__ __forceinline__ A reduce_init(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: case ReduceOp::any: return A(0);
+    case ReduceOp::prod: case ReduceOp::all: return A(1);
+    case ReduceOp::max:
+      if constexpr (std::numeric_limits<A>::has_infinity) return -std::numeric_limits<A>::infinity();
+      else return std::numeric_limits<A>::lowest();
+    default:
+      if constexpr (std::numeric_limits<A>::has_infinity) return std::numeric_limits<A>::infinity();
+      else return std::numeric_limits<A>::max();
+  }
+}
+
+template <typename A>
+__device__ __forceinline__ A combine(ReduceOp op, A a, A b) {
+  switch (op) {
+    case ReduceOp::sum:
+      if constexpr (std::is_same_v<A, bool>) return a || b;
+      else if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) + static_cast<std::make_unsigned_t<A>>(b));
+      else return a + b;
+    case ReduceOp::prod:
+      if constexpr (std::is_same_v<A, bool>) return a && b;
+      else if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) * static_cast<std::make_unsigned_t<A>>(b));
+      else return a * b;
+    case ReduceOp::max: return (a > b || a != a) ? a : b;
+    case ReduceOp::min: return (a < b || a != a) ? a : b;
+    case ReduceOp::all: return static_cast<A>(a != A(0) && b != A(0));
+    default: return static_cast<A>(a != A(0) || b != A(0));
+  }
+}
+
+template <typename A, typename T>
+__device__ __forceinline__ A load_acc(ReduceOp op, T x) {
+  auto c = to_compute(x);
+  if (op == ReduceOp::all || op == ReduceOp::any) return static_cast<A>(c != decltype(c)(0));
+  if constexpr (std::is_same_v<A, bool>) return c != decltype(c)(0);
+  else return static_cast<A>(c);
+}
+
+template <typename A>
+__device__ __forceinline__ A warp_reduce(ReduceOp op, A v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    if constexpr (sizeof(A) >= 4) v = combine(op, v, __shfl_xor_sync(0xffffffffu, v, o));
+    else v = combine(op, v, static_cast<A>(__shfl_xor_sync(0xffffffffu, static_cast<int>(v), o)));
+  }
+  return v;
+}
+
+// Reduces across the block (all threads get the result).
+template <typename A>
+__device__ A block_reduce(ReduceOp op, A v) {
+  __shared__ A partial[32];
+  v = warp_reduce(op, v);
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // partial may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  int nwarps = blockDim.x / 32;
+  v = lane < nwarps ? partial[lane] : reduce_init<A>(op);
+  return warp_reduce(op, v);
+}
+
+// Accumulates in[begin, end) (one thread's share, stride `step`), using
+// 16-byte loads when the row is aligned.
+template <typename T, typename A>
+__device__ __forceinline__ A accumulate(ReduceOp op, const T* __restrict__ p, int64_t begin, int64_t end, int lane,
+                                        int step, bool vec) {
+  A acc = reduce_init<A>(op);
+  if (vec) {
+    using V = Vec<T>;
+    int64_t vb = begin / V::n, ve = end / V::n;  // begin is a multiple of V::n when vec
+    const V* vp = reinterpret_cast<const V*>(p);
+    for (int64_t i = vb + lane; i < ve; i += step) {
+      V v = vp[i];
+#pragma unroll
+      for (int k = 0; k < V::n; ++k) acc = combine(op, acc, load_acc<A>(op, v.v[k]));
+    }
+    begin = ve * V::n;
+  }
+  for (int64_t i = begin + lane; i < end; i += step) acc = combine(op, acc, load_acc<A>(op, p[i]));
+  return acc;
+}
+
+// Warp per row: rows of `len` elements, out[r] (or partial, as A).
+template <typename T, typename O, typename A>
+__global__ void row_reduce_warp(ReduceOp op, const T* __restrict__ in, O* __restrict__ out, int64_t rows, int64_t len,
+                                bool vec) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  A acc = accumulate<T, A>(op, in + row * len, 0, len, threadIdx.x % 32, 32, vec);
+  acc = warp_reduce(op, acc);
+  if (threadIdx.x % 32 == 0) out[row] = static_cast<O>(acc);
+}
+
+// Block per (row, chunk): chunk c of row r covers [c*chunk, (c+1)*chunk).
+// With one chunk it writes out[r]; else partial[r * chunks + c] in A.
+template <typename T, typename O, typename A>
+__global__ void row_reduce_block(ReduceOp op, const T* __restrict__ in, O* __restrict__ out, A* __restrict__ partial,
+                                 int64_t len, int64_t chunk, bool vec) {
+  int64_t row = blockIdx.y;
+  int64_t c = blockIdx.x;
+  int64_t b = c * chunk, e = min(len, b + chunk);
+  A acc = accumulate<T, A>(op, in + row * len, b, e, threadIdx.x, blockDim.x, vec);
+  acc = block_reduce(op, acc);
+  if (threadIdx.x == 0) {
+    if (gridDim.x == 1) out[row] = static_cast<O>(acc);
+    else partial[row * gridDim.x + c] = acc;
+  }
+}
+
+// out[b, j] = reduce_i in[b, i, j]: threads across columns, rows split
+// over blockDim.y and combined in shared memory.
+template <typename T, typename O, typename A>
+__global__ void column_reduce(ReduceOp op, const T* __restrict__ in, O* __restrict__ out, int64_t len, int64_t width) {
+  __shared__ A tile[8][33];
+  int64_t batch = blockIdx.y;
+  int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  A acc = reduce_init<A>(op);
+  if (j < width) {
+    const T* base = in + batch * len * width + j;
+    for (int64_t i = threadIdx.y; i < len; i += blockDim.y) acc = combine(op, acc, load_acc<A>(op, base[i * width]));
+  }
+  tile[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < width) {
+    for (int y = 1; y < blockDim.y; ++y) acc = combine(op, acc, tile[y][threadIdx.x]);
+    out[batch * width + j] = static_cast<O>(acc);
+  }
+}
+
+template <typename T, typename O, typename A>
+__global__ void fill_init(ReduceOp op, O* out, int64_t n) {
+  int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = static_cast<O>(reduce_init<A>(op));
+}
+
+template <typename T, typename O, typename A>
+__global__ void elementwise_cast(ReduceOp op, const T* in, O* out, int64_t n) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    out[i] = static_cast<O>(load_acc<A>(op, in[i]));
+  }
+}
+
+template <typename T, typename O, typename A>
+void launch_rows(ReduceOp op, const T* in, O* out, int64_t rows, int64_t len, cudaStream_t s, const char* nm) {
+  bool vec = aligned16(in) && (len * static_cast<int64_t>(sizeof(T))) % 16 == 0;
+  int sms = device_sm_count() > 0 ? device_sm_count() : 132;
+  if (len <= 4096 || rows >= 4 * sms) {
+    int rows_per_block = 8;
+    unsigned g = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+    if (len > 4096 && rows <= 65535) {
+      // Many long rows: a block per row.
+      row_reduce_block<T, O, A><<<dim3(1, static_cast<unsigned>(rows)), 512, 0, s>>>(op, in, out, nullptr, len, len, vec);
+    } else {
+      row_reduce_warp<T, O, A><<<g, rows_per_block * 32, 0, s>>>(op, in, out, rows, len, vec);
+    }
+    return;
+  }
+  // Few long rows: split each row so the grid fills the chip.
+  int64_t chunks = std::max<int64_t>(1, std::min<int64_t>((4 * sms + rows - 1) / rows, len / 4096));
+  int64_t chunk = (len + chunks - 1) / chunks;
+  chunk = (chunk + 15) / 16 * 16;  // keeps chunk starts vector-aligned
+  chunks = (len + chunk - 1) / chunk;
+  if (chunks == 1) {
+    row_reduce_block<T, O, A><<<dim3(1, static_cast<unsigned>(rows)), 512, 0, s>>>(op, in, out, nullptr, len, len, vec);
+    return;
+  }
+  A* partial = static_cast<A*>(scratch(rows * chunks * sizeof(A), nm));
+  row_reduce_block<T, O, A><<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), 512, 0, s>>>(
+      op, in, out, partial, len, chunk, vec);
+  KILN_CUDA_CHECK_LAUNCH(nm);
+  row_reduce_warp<A, O, A><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(op, partial, out, rows, chunks, false);
+}
+
+template <typename T, typename O>
+void reduce_typed(ReduceOp op, const array& in, array& out, const std::vector<int>& axes, const char* nm) {
+  using A = std::conditional_t<std::is_same_v<O, bool>, bool, compute_t<O>>;
+  cudaStream_t s = current_stream();
+  O* dst = reinterpret_cast<O*>(out_ptr(out));
+  int64_t n_out = static_cast<int64_t>(out.size());
+  if (n_out == 0) return;
+  if (in.size() == 0) {
+    fill_init<T, O, A><<<static_cast<unsigned>((n_out + 255) / 256), 256, 0, s>>>(op, dst, n_out);
+    KILN_CUDA_CHECK_LAUNCH(nm);
+    return;
+  }
+  const auto& d = *in.desc();
+  const char* src = in_ptr(in);
+  if (!detail::is_row_contiguous(d.shape, d.strides)) {
+    char* tmp = static_cast<char*>(scratch(in.nbytes(), nm));
+    copy_strided(src, d.dtype, d.shape, d.strides, tmp, d.dtype, row_major_strides(d.shape), nm);
+    src = tmp;
+  }
+  const T* p = reinterpret_cast<const T*>(src);
+  Shape shape = in.shape();
+  std::vector<bool> reduced(shape.size(), false);
+  for (int ax : axes) reduced[ax] = true;
+  std::vector<int64_t> sizes;
+  std::vector<bool> kinds;
+  for (size_t k = 0; k < shape.size(); ++k) {
+    if (shape[k] == 1) continue;
+    if (!kinds.empty() && kinds.back() == reduced[k]) {
+      sizes.back() *= shape[k];
+    } else {
+      sizes.push_back(shape[k]);
+      kinds.push_back(reduced[k]);
+    }
+  }
+  if (sizes.empty() || (sizes.size() == 1 && !kinds[0])) {
+    elementwise_cast<T, O, A><<<grid_for(n_out, 4, 256), 256, 0, s>>>(op, p, dst, n_out);
+  } else if (kinds.back() && sizes.size() <= 2) {
+    launch_rows<T, O, A>(op, p, dst, sizes.size() == 1 ? 1 : sizes[0], sizes.back(), s, nm);
+  } else if (!kinds.back() && sizes.size() <= 3 && sizes.back() >= 64 && (sizes.size() < 3 || sizes[0] <= 65535)) {
+    int64_t batches = sizes.size() == 3 ? sizes[0] : 1;
+    int64_t len = sizes[sizes.size() - 2], width = sizes.back();
+    column_reduce<T, O, A><<<dim3(static_cast<unsigned>((width + 31) / 32), static_cast<unsigned>(batches)), dim3(32, 8), 0, s>>>(
+        op, p, dst, len, width);
+  } else {
+    // Move the reduced axes last, then reduce rows.
+    std::vector<int> perm;
+    int64_t len = 1;
+    for (size_t k = 0; k < shape.size(); ++k) if (!reduced[k]) perm.push_back(static_cast<int>(k));
+    for (size_t k = 0; k < shape.size(); ++k) if (reduced[k]) { perm.push_back(static_cast<int>(k)); len *= shape[k]; }
+    Shape pshape(shape.size());
+    Strides pstrides(shape.size());
+    Strides rm = row_major_strides(shape);
+    for (size_t i = 0; i < perm.size(); ++i) {
+      pshape[i] = shape[perm[i]];
+      pstrides[i] = rm[perm[i]];
+    }
+    char* tmp = static_cast<char*>(scratch(in.nbytes(), nm));
+    copy_strided(reinterpret_cast<const char*>(p), d.dtype, pshape, pstrides, tmp, d.dtype, row_major_strides(pshape), nm);
+    launch_rows<T, O, A>(op, reinterpret_cast<const T*>(tmp), dst, n_out, len, s, nm);
+  }
+  KILN_CUDA_CHECK_LAUNCH(nm);
+}
+
+const char* reduce_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::prod: return "prod";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+    case ReduceOp::all: return "all";
+    case ReduceOp::any: return "any";
+  }
+  return "reduce";
+}
+
+// ---- argmax / argmin: a warp per row of the (contiguous) permuted input ----
+template <typename T>
+__global__ void arg_reduce(const T* __restrict__ in, uint32_t* __restrict__ out, int64_t rows, int64_t len,
+                           bool is_max) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  int lane = threadIdx.x % 32;
+  using C = compute_t<T>;
+  const T* p = in + row * len;
+  C best = C(0);
+  int64_t idx = -1;
+  for (int64_t i = lane; i < len; i += 32) {
+    C v = to_compute(p[i]);
+    // First NaN wins; else strictly better; ties keep the smaller index.
+    bool take = idx < 0 || (!(best != best) && ((v != v) || (is_max ? v > best : v < best)));
+    if (take) { best = v; idx = i; }
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    C ov;
+    if constexpr (sizeof(C) >= 4) ov = __shfl_xor_sync(0xffffffffu, best, o);
+    else ov = static_cast<C>(__shfl_xor_sync(0xffffffffu, static_cast<int>(best), o));
+    int64_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    bool take;
+    if (oi < 0) take = false;
+    else if (idx < 0) take = true;
+    else {
+      bool bn = best != best, on = ov != ov;
+      if (bn || on) take = on && (!bn || oi < idx);
+      else take = (is_max ? ov > best : ov < best) || (ov == best && oi < idx);
+    }
+    if (take) { best = ov; idx = oi; }
+  }
+  if (lane == 0) out[row] = static_cast<uint32_t>(idx);
+}
+
+// ---- softmax over the last axis: a block per row, float accumulation ----
+template <typename T>
+__global__ void softmax_rows(const T* __restrict__ in, T* __restrict__ out, int64_t len) {
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const T* x = in + static_cast<int64_t>(blockIdx.x) * len;
+  T* y = out + static_cast<int64_t>(blockIdx.x) * len;
+  C m = -std::numeric_limits<C>::infinity();
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    C v = to_compute(x[i]);
+    m = (v > m || v != v) ? v : m;
+  }
+  m = block_reduce(ReduceOp::max, m);
+  C sum = 0;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sum += exp(static_cast<C>(to_compute(x[i])) - m);
+  sum = block_reduce(ReduceOp::sum, sum);
+  C inv = C(1) / sum;
+  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+    y[i] = convert<T>(static_cast<C>(exp(static_cast<C>(to_compute(x[i])) - m) * inv));
+  }
+}
+
+}  // namespace
+}  // namespace cuda
+
+void Reduce::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  const char* nm = cuda::reduce_name(op_);
+  cuda::allocate(out, nm);
+  Dtype od = out.dtype();
+  cuda::dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (od == in.dtype()) return cuda::reduce_typed<T, T>(op_, in, out, axes_, nm);
+    if (od == Dtype::bool_) return cuda::reduce_typed<T, bool>(op_, in, out, axes_, nm);
+    if constexpr (std::is_integral_v<T>) {
+      if (od == Dtype::int32) return cuda::reduce_typed<T, int32_t>(op_, in, out, axes_, nm);
+      if (od == Dtype::uint32) return cuda::reduce_typed<T, uint32_t>(op_, in, out, axes_, nm);
+      if (od == Dtype::int64) return cuda::reduce_typed<T, int64_t>(op_, in, out, axes_, nm);
+    }
+    throw Error(std::string("[") + nm + "] unsupported output dtype " + dtype_name(od));
+  });
+}
+
+void ArgReduce::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  const char* nm = is_max_ ? "argmax" : "argmin";
+  const auto& d = *in.desc();
+  int nd = in.ndim();
+  int64_t len = d.shape[axis_];
+  if (len == 0) throw Error(std::string("[") + nm + "] cannot reduce an empty axis; input " + format_shape(d.shape));
+  cuda::allocate(out, nm);
+  int64_t rows = static_cast<int64_t>(out.size());
+  if (rows == 0) return;
+  Shape pshape;
+  Strides pstrides;
+  for (int i = 0; i < nd; ++i) {
+    if (i != axis_) {
+      pshape.push_back(d.shape[i]);
+      pstrides.push_back(d.strides[i]);
+    }
+  }
+  pshape.push_back(d.shape[axis_]);
+  pstrides.push_back(d.strides[axis_]);
+  const char* src = cuda::in_ptr(in);
+  char* dst = cuda::out_ptr(out);
+  if (!detail::is_row_contiguous(pshape, pstrides)) {
+    char* tmp = static_cast<char*>(cuda::scratch(in.nbytes(), nm));
+    cuda::copy_strided(src, d.dtype, pshape, pstrides, tmp, d.dtype, row_major_strides(pshape), nm);
+    src = tmp;
+  }
+  cudaStream_t s = cuda::current_stream();
+  bool is_max = is_max_;
+  cuda::dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::arg_reduce<T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, s>>>(
+        reinterpret_cast<const T*>(src), reinterpret_cast<uint32_t*>(dst), rows, len, is_max);
+  });
+  KILN_CUDA_CHECK_LAUNCH(nm);
+}
+
+void Softmax::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& in = inputs[0];
+  if (in.desc()->offset == 0) {
+    cuda::allocate_or_donate(out, in, "softmax");
+  } else {
+    cuda::allocate(out, "softmax");
+  }
+  int64_t len = in.ndim() ? in.shape().back() : 1;
+  int64_t rows = len ? static_cast<int64_t>(in.size()) / len : 0;
+  if (rows == 0) return;
+  const auto& d = *in.desc();
+  const char* src = cuda::in_ptr(in);
+  char* dst = cuda::out_ptr(out);
+  if (!detail::is_row_contiguous(d.shape, d.strides)) {
+    char* tmp = static_cast<char*>(cuda::scratch(in.nbytes(), "softmax"));
+    cuda::copy_strided(src, d.dtype, d.shape, d.strides, tmp, d.dtype, row_major_strides(d.shape), "softmax");
+    src = tmp;
+  }
+  cudaStream_t s = cuda::current_stream();
+  cuda::dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (cuda::is_float_v<T>) {
+      int block = len >= 4096 ? 1024 : len >= 1024 ? 256 : 128;
+      cuda::softmax_rows<T><<<static_cast<unsigned>(rows), block, 0, s>>>(reinterpret_cast<const T*>(src),
+                                                                       reinterpret_cast<T*>(dst), len);
+    } else {
+      throw Error(std::string("[softmax] unsupported dtype ") + dtype_name(in.dtype()));
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH("softmax");
+}
+
+}  // namespace kiln

@@ -1,0 +1,78 @@
+#pragma once
+// Internals of kiln::compile: the fused elementwise primitive (`Compiled`),
+// the placeholder primitive of traced inputs, and hooks the tests use to
+// look at what tracing did.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/primitives.h"
+
+namespace kiln {
+
+// One op of a fused region. Values are numbered: the region's inputs
+// 0..n_inputs-1, then step k produces value n_inputs + k. The last step's
+// value is the region's output.
+struct FusedStep {
+  enum class Kind : uint8_t { unary, binary, select, cast };
+  Kind kind;
+  uint8_t op;       // UnaryOp or BinaryOp
+  Dtype in_dtype;   // operand dtype (select: the x/y dtype; cast: the source)
+  Dtype out_dtype;  // result dtype
+  int args[3];      // value indices (-1 unused)
+};
+
+// A maximal DAG of elementwise ops (Unary, Binary, Select, Copy-as-cast),
+// evaluated in one pass: inputs (any layout, broadcast to the output shape
+// right-aligned with size-1 dims) are read once, the output written once;
+// intermediates live in small per-thread tiles.
+class Compiled : public Primitive {
+ public:
+  Compiled(Stream s, std::vector<Dtype> input_dtypes, std::vector<FusedStep> steps);
+  ~Compiled() override;
+  KILN_PRIMITIVE_BODY(Compiled)
+  bool is_equivalent(const Primitive& o) const override;
+
+  const std::vector<Dtype>& input_dtypes() const { return input_dtypes_; }
+  const std::vector<FusedStep>& steps() const { return steps_; }
+  Dtype value_dtype(int v) const {
+    int n = static_cast<int>(input_dtypes_.size());
+    return v < n ? input_dtypes_[v] : steps_[v - n].out_dtype;
+  }
+  // A readable, canonical description of the region (also its cache key).
+  std::string structure() const;
+
+  // Backend state built on first use (the CPU's tile program).
+  struct CpuProgram;
+
+ private:
+  std::vector<Dtype> input_dtypes_;
+  std::vector<FusedStep> steps_;
+  std::once_flag cpu_once_;
+  std::shared_ptr<CpuProgram> cpu_;
+};
+
+// The inputs of a traced function: never evaluated.
+class Placeholder : public Primitive {
+ public:
+  using Primitive::Primitive;
+  KILN_PRIMITIVE_BODY(Placeholder)
+};
+
+namespace detail {
+// What the most recent trace did (for tests and debugging).
+struct CompileStats {
+  int traced_nodes = 0;      // op nodes that depend on the inputs, as traced
+  int simplified_nodes = 0;  // after no-op removal, CSE and dead-code removal
+  int fused_regions = 0;     // Compiled nodes created
+  int final_nodes = 0;       // nodes of the replayed tape
+  int constants = 0;         // arrays captured by fn
+};
+// Number of traces done so far by every compiled function.
+int64_t compile_trace_count();
+CompileStats last_compile_stats();
+}  // namespace detail
+
+}  // namespace kiln

@@ -1,0 +1,316 @@
+// The GPU suite (CTest label `cuda`): every op family evaluated on
+// Device::gpu against the same graph on the CPU, on random, odd-sized,
+// non-contiguous and broadcast inputs. Skips where no GPU is present.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+using Fn = std::function<array(StreamOrDevice)>;
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!is_available(Device::gpu)) {
+      GTEST_SKIP() << "no GPU available for the cuda suite (" << (gpu_build() ? "no CUDA device found" : "built without CUDA")
+                   << ")";
+    }
+  }
+  static bool gpu_build() {
+#ifdef KILN_HAS_CUDA
+    return true;
+#else
+    return false;
+#endif
+  }
+};
+
+// Evaluates fn on both devices and compares elementwise (relative to the
+// magnitude of the CPU result, NaNs must match).
+void expect_same(const Fn& fn, double tol, const std::string& what) {
+  array c = fn(Device::cpu);
+  array g = fn(Device::gpu);
+  eval(c, g);
+  ASSERT_EQ(c.shape(), g.shape()) << what;
+  ASSERT_EQ(c.dtype(), g.dtype()) << what;
+  auto vc = to_double(c);
+  auto vg = to_double(g);
+  int bad = 0;
+  for (size_t i = 0; i < vc.size() && bad < 5; ++i) {
+    double x = vc[i], y = vg[i];
+    if (std::isnan(x) || std::isnan(y)) {
+      if (std::isnan(x) != std::isnan(y)) {
+        ADD_FAILURE() << what << ": element " << i << " cpu " << x << " gpu " << y;
+        ++bad;
+      }
+      continue;
+    }
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x != y) {
+        ADD_FAILURE() << what << ": element " << i << " cpu " << x << " gpu " << y;
+        ++bad;
+      }
+      continue;
+    }
+    if (std::abs(x - y) > tol * std::max(1.0, std::abs(x))) {
+      ADD_FAILURE() << what << ": element " << i << " cpu " << x << " gpu " << y;
+      ++bad;
+    }
+  }
+}
+
+double tol_for(Dtype t) {
+  switch (t) {
+    case float16: return 4e-3;
+    case bfloat16: return 2e-2;
+    case float32: return 2e-5;
+    case float64: return 1e-12;
+    default: return 0.0;
+  }
+}
+
+const Dtype kFloat[] = {float32, bfloat16, float16, float64};
+const Dtype kAll[] = {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64};
+
+// Layout variants of one logical [rows, cols] input: contiguous, transposed
+// view, strided slice, broadcast row.
+std::vector<std::pair<std::string, array>> layouts(int rows, int cols, Dtype t, double lo = -2, double hi = 2) {
+  std::vector<std::pair<std::string, array>> v;
+  v.push_back({"contiguous", random_array({rows, cols}, t, lo, hi)});
+  v.push_back({"transposed", transpose(random_array({cols, rows}, t, lo, hi))});
+  v.push_back({"sliced", slice(random_array({rows * 2, cols + 3}, t, lo, hi), {0, 1}, {rows * 2, cols + 1}, {2, 1})});
+  v.push_back({"broadcast", broadcast_to(random_array({1, cols}, t, lo, hi), {rows, cols})});
+  return v;
+}
+
+TEST_F(Gpu, UnaryFloat) {
+  using U = array (*)(const array&, StreamOrDevice);
+  std::vector<std::pair<const char*, U>> ops = {
+      {"abs", abs}, {"negative", negative}, {"sign", sign}, {"exp", exp}, {"expm1", expm1}, {"sin", sin},
+      {"cos", cos}, {"tanh", tanh}, {"sigmoid", sigmoid}, {"erf", erf}, {"floor", floor}, {"ceil", ceil},
+      {"round", round}, {"relu", relu}, {"gelu", gelu}, {"gelu_approx", gelu_approx}, {"silu", silu},
+      {"square", square}};
+  for (Dtype t : kFloat) {
+    for (auto& [lname, x] : layouts(37, 129, t)) {
+      for (auto& [name, op] : ops) {
+        expect_same([&, op = op](StreamOrDevice s) { return op(x, s); }, tol_for(t) * 4,
+                    std::string(name) + " " + dtype_name(t) + " " + lname);
+      }
+    }
+    array pos = random_array({1001}, t, 0.05, 3.0);
+    for (auto [name, op] : std::vector<std::pair<const char*, U>>{{"log", log}, {"log1p", log1p}, {"sqrt", sqrt}, {"rsqrt", rsqrt}}) {
+      expect_same([&, op = op](StreamOrDevice s) { return op(pos, s); }, tol_for(t) * 4, std::string(name) + " " + dtype_name(t));
+    }
+    array unit = random_array({999}, t, -0.95, 0.95);
+    expect_same([&](StreamOrDevice s) { return erfinv(unit, s); }, tol_for(t) * 8, std::string("erfinv ") + dtype_name(t));
+  }
+}
+
+TEST_F(Gpu, UnaryInteger) {
+  for (Dtype t : {int8, int32, int64, uint8, uint32, bool_}) {
+    for (auto& [lname, x] : layouts(19, 67, t, -50, 50)) {
+      expect_same([&](StreamOrDevice s) { return abs(x, s); }, 0, std::string("abs ") + dtype_name(t) + lname);
+      expect_same([&](StreamOrDevice s) { return negative(x, s); }, 0, std::string("negative ") + dtype_name(t) + lname);
+      expect_same([&](StreamOrDevice s) { return square(x, s); }, 0, std::string("square ") + dtype_name(t) + lname);
+      expect_same([&](StreamOrDevice s) { return sign(x, s); }, 0, std::string("sign ") + dtype_name(t) + lname);
+      expect_same([&](StreamOrDevice s) { return logical_not(x, s); }, 0, std::string("not ") + dtype_name(t) + lname);
+    }
+  }
+}
+
+TEST_F(Gpu, Binary) {
+  using B = array (*)(const array&, const array&, StreamOrDevice);
+  std::vector<std::pair<const char*, B>> ops = {
+      {"add", add}, {"subtract", subtract}, {"multiply", multiply}, {"maximum", maximum}, {"minimum", minimum},
+      {"equal", equal}, {"not_equal", not_equal}, {"less", less}, {"less_equal", less_equal}, {"greater", greater},
+      {"greater_equal", greater_equal}, {"logical_and", logical_and}, {"logical_or", logical_or}};
+  for (Dtype t : kAll) {
+    auto la = layouts(23, 131, t, -20, 20);
+    auto lb = layouts(23, 131, t, -20, 20);
+    array scalar = random_array({}, t, 1, 5);
+    array col = random_array({23, 1}, t, -20, 20);
+    for (size_t i = 0; i < la.size(); ++i) {
+      const array& a = la[i].second;
+      const array& b = lb[(i + 1) % lb.size()].second;
+      for (auto& [name, op] : ops) {
+        std::string nm = name;
+        if (t == bool_ && (nm == "subtract")) continue;  // not defined for bool
+        std::string what = std::string(name) + " " + dtype_name(t) + " " + la[i].first;
+        expect_same([&, op = op](StreamOrDevice s) { return op(a, b, s); }, tol_for(t), what);
+        expect_same([&, op = op](StreamOrDevice s) { return op(a, scalar, s); }, tol_for(t), what + " scalar");
+        expect_same([&, op = op](StreamOrDevice s) { return op(col, a, s); }, tol_for(t), what + " column");
+      }
+      if (t != bool_) {
+        expect_same([&](StreamOrDevice s) { return remainder(a, scalar, s); }, tol_for(t), "remainder " + std::string(dtype_name(t)));
+      }
+      if (is_floating_point(t)) {
+        expect_same([&](StreamOrDevice s) { return divide(a, b, s); }, tol_for(t) * 2, "divide " + std::string(dtype_name(t)));
+        expect_same([&](StreamOrDevice s) { return power(abs(a, s), scalar, s); }, tol_for(t) * 8, "power " + std::string(dtype_name(t)));
+      }
+    }
+  }
+  // Large contiguous (vector path) with an odd tail.
+  array x = random_array({1 << 20 | 7}), y = random_array({1 << 20 | 7});
+  expect_same([&](StreamOrDevice s) { return add(x, y, s); }, 1e-6, "add large");
+  array c = greater(x, y);
+  expect_same([&](StreamOrDevice s) { return where(c, x, y, s); }, 0, "where");
+  array c2 = transpose(greater(random_array({5, 9}), array(0.f))), y2 = random_array({9, 1});
+  expect_same([&](StreamOrDevice s) { return where(c2, array(1.f), y2, s); }, 0, "where broadcast");
+}
+
+TEST_F(Gpu, CopyCastAndViews) {
+  for (Dtype from : kAll) {
+    for (auto& [lname, x] : layouts(29, 65, from, -300, 300)) {
+      for (Dtype to : kAll) {
+        expect_same([&](StreamOrDevice s) { return astype(x, to, s); }, tol_for(to), std::string("astype ") + dtype_name(from) + "->" + dtype_name(to) + " " + lname);
+      }
+      expect_same([&](StreamOrDevice s) { return copy(x, s); }, 0, std::string("copy ") + lname);
+      expect_same([&](StreamOrDevice s) { return reshape(x, {-1}, s); }, 0, std::string("reshape ") + lname);
+      expect_same([&](StreamOrDevice s) { return flip(x, s); }, 0, std::string("flip ") + lname);
+    }
+  }
+  array big = random_array({3, 257, 129});
+  expect_same([&](StreamOrDevice s) { return contiguous(transpose(big, {2, 0, 1}, s), s); }, 0, "transpose 3d");
+  array upd = random_array({3, 10, 1}), small = random_array({7, 5});
+  expect_same([&](StreamOrDevice s) { return slice_update(big, upd, {0, 5, 3}, {3, 25, 103}, {1, 2, 10}, s); }, 0,
+              "slice_update");
+  expect_same([&](StreamOrDevice s) { return pad(small, 2, array(1.5f), s); }, 0, "pad");
+}
+
+TEST_F(Gpu, Reductions) {
+  Shape shapes[] = {{1}, {7}, {100003}, {33, 1000}, {1000, 33}, {4, 5000, 3}, {3, 65, 131}, {2, 3, 4, 5}};
+  for (Dtype t : {float32, bfloat16, float16, float64, int32, int8, uint8, bool_}) {
+    for (const Shape& sh : shapes) {
+      array x = random_array(sh, t, -3, 3);
+      int nd = static_cast<int>(sh.size());
+      std::vector<std::vector<int>> axes_sets = {{}};
+      for (int a = 0; a < nd; ++a) axes_sets.push_back({a});
+      if (nd >= 3) axes_sets.push_back({0, 2});
+      for (auto& axes : axes_sets) {
+        std::string what = std::string(dtype_name(t)) + " shape " + std::to_string(sh.size()) + "d axes " + std::to_string(axes.size());
+        double tol = is_floating_point(t) ? tol_for(t) * 10 : 0;
+        auto pick = [&](auto op) {
+          return [&, op](StreamOrDevice s) { return axes.empty() ? op(x, std::vector<int>{}, s) : op(x, axes, s); };
+        };
+        if (axes.empty()) {
+          expect_same([&](StreamOrDevice s) { return sum(x, false, s); }, tol, "sum all " + what);
+          expect_same([&](StreamOrDevice s) { return max(x, false, s); }, 0, "max all " + what);
+          continue;
+        }
+        expect_same([&](StreamOrDevice s) { return sum(x, axes, false, s); }, tol, "sum " + what);
+        expect_same([&](StreamOrDevice s) { return max(x, axes, false, s); }, 0, "max " + what);
+        expect_same([&](StreamOrDevice s) { return min(x, axes, false, s); }, 0, "min " + what);
+        expect_same([&](StreamOrDevice s) { return any(x, axes, false, s); }, 0, "any " + what);
+        expect_same([&](StreamOrDevice s) { return all(x, axes, false, s); }, 0, "all " + what);
+        (void)pick;
+      }
+      if (nd >= 1 && t != bool_) {
+        expect_same([&](StreamOrDevice s) { return argmax(x, nd - 1, false, s); }, 0, "argmax " + std::string(dtype_name(t)));
+        expect_same([&](StreamOrDevice s) { return argmin(x, 0, false, s); }, 0, "argmin " + std::string(dtype_name(t)));
+      }
+    }
+  }
+  array small = random_array({17, 9}, float32, 0.5, 1.5);
+  expect_same([&](StreamOrDevice s) { return prod(small, 1, false, s); }, 1e-5, "prod");
+  array tall = random_array({300, 70});
+  expect_same([&](StreamOrDevice s) { return sum(transpose(tall), 1, false, s); }, 1e-4, "sum transposed");
+  for (Dtype t : kFloat) {
+    for (Shape sh : {Shape{5, 7}, Shape{3, 4097}, Shape{64, 1000}}) {
+      array x = random_array(sh, t, -5, 5);
+      expect_same([&](StreamOrDevice s) { return softmax(x, -1, s); }, tol_for(t) * 4, std::string("softmax ") + dtype_name(t));
+      expect_same([&](StreamOrDevice s) { return softmax(transpose(x), -1, s); }, tol_for(t) * 4, std::string("softmax T ") + dtype_name(t));
+    }
+  }
+}
+
+TEST_F(Gpu, Indexing) {
+  for (Dtype t : {float32, bfloat16, int64, uint8}) {
+    array a = random_array({13, 17, 5}, t);
+    array idx = array({3, 0, -1, 12, 7, 7}, int32);
+    expect_same([&](StreamOrDevice s) { return take(a, idx, 0, s); }, 0, "take 0");
+    expect_same([&](StreamOrDevice s) { return take(transpose(a), astype(idx, int64), 2, s); }, 0, "take T");
+    expect_same([&](StreamOrDevice s) { return take(a, reshape(array({1, 4, -2, 16}, int32), {2, 2}), 1, s); }, 0, "take 1");
+    expect_same([&](StreamOrDevice s) { return take(a, array({5, 100, 2}, int32), s); }, 0, "take flat");
+    array along = astype(random_array({13, 4, 5}, float32, 0, 16.9), int32);
+    expect_same([&](StreamOrDevice s) { return take_along_axis(a, along, 1, s); }, 0, "take_along_axis");
+    array other = random_array({5, 3, 13}, t);
+    expect_same([&](StreamOrDevice s) { return concatenate({a, transpose(other, {2, 1, 0})}, 1, s); }, 0, "concatenate");
+    expect_same([&](StreamOrDevice s) { return stack({a, a}, 3, s); }, 0, "stack");
+  }
+}
+
+TEST_F(Gpu, RandomAndArange) {
+  array k = random::key(42);
+  for (Shape sh : {Shape{1}, Shape{5}, Shape{1023, 3}}) {
+    expect_same([&](StreamOrDevice s) { return random::bits(sh, k, s); }, 0, "bits");
+    expect_same([&](StreamOrDevice s) { return random::uniform(sh, float32, k, s); }, 0, "uniform");
+    expect_same([&](StreamOrDevice s) { return random::normal(sh, bfloat16, 0.f, 1.f, k, s); }, 1e-2, "normal");  // one bf16 ulp: libm vs CUDA erfinv
+  }
+  for (Dtype t : kAll) {
+    if (t == bool_) continue;
+    expect_same([&](StreamOrDevice s) { return arange(-3.0, 97.0, 0.5, t, s); }, tol_for(t), std::string("arange ") + dtype_name(t));
+  }
+}
+
+TEST_F(Gpu, Matmul) {
+  struct Case { int b, m, n, k; };
+  for (Dtype t : kFloat) {
+    for (Case c : {Case{1, 1, 1, 1}, Case{1, 17, 33, 65}, Case{3, 64, 48, 129}, Case{2, 5, 300, 77}, Case{1, 1, 4096, 512}}) {
+      array a = random_array({c.b, c.m, c.k}, t, -1, 1);
+      array w = random_array({c.b, c.k, c.n}, t, -1, 1);
+      array wt = random_array({c.b, c.n, c.k}, t, -1, 1);
+      double tol = t == float32 ? 1e-4 : tol_for(t) * 4;
+      std::string what = std::string(dtype_name(t)) + " " + std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k);
+      expect_same([&](StreamOrDevice s) { return matmul(a, w, s); }, tol, "matmul " + what);
+      expect_same([&](StreamOrDevice s) { return matmul(a, swapaxes(wt, 1, 2), s); }, tol, "matmul wT " + what);
+      expect_same([&](StreamOrDevice s) { return matmul(swapaxes(swapaxes(a, 1, 2), 1, 2), slice(w, {0, 0, 0}, {c.b, c.k, c.n}), s); }, tol, "matmul view " + what);
+    }
+    // Broadcast batch and the decode shapes of the GEMV.
+    array a = random_array({4, 1, 3, 40}, t, -1, 1);
+    array w = random_array({5, 40, 24}, t, -1, 1);
+    expect_same([&](StreamOrDevice s) { return matmul(a, w, s); }, t == float32 ? 1e-4 : tol_for(t) * 4, "matmul broadcast batch");
+    for (int m = 1; m <= 8; ++m) {
+      array x = random_array({m, 1000}, t, -1, 1);
+      array W = random_array({777, 1000}, t, -1, 1);
+      expect_same([&](StreamOrDevice s) { return matmul(x, transpose(W), s); }, t == float32 ? 1e-4 : tol_for(t) * 4, "gemv m=" + std::to_string(m));
+    }
+  }
+  for (Dtype t : {int32, int8, int64}) {
+    array a = random_array({2, 9, 13}, t, -5, 5), b = random_array({2, 13, 7}, t, -5, 5);
+    expect_same([&](StreamOrDevice s) { return matmul(a, b, s); }, 0, "int matmul");
+  }
+}
+
+TEST_F(Gpu, MemoryAndStreams) {
+  // A GPU result read on the host, fed to a CPU op and to another GPU stream.
+  array x = random_array({1000, 37});
+  Stream g1 = new_stream(Device::gpu), g2 = new_stream(Device::gpu);
+  array y = exp(x, g1);
+  array z = sum(y, 1, false, g2);
+  array w = add(z, array(1.f), Device::cpu);
+  array ref = add(sum(exp(x, Device::cpu), 1, false, Device::cpu), array(1.f), Device::cpu);
+  eval(w, ref);
+  auto a = to_double(w), b = to_double(ref);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4 * std::abs(b[i]));
+  // Memory counters include device memory; a limit makes a device OOM an Error.
+  size_t before = get_active_memory();
+  array big = exp(random_array({1 << 20}), Device::gpu);
+  eval(big);
+  EXPECT_GE(get_active_memory(), before + (size_t{4} << 20));
+  array src = random_array({1 << 22});
+  eval(src);
+  size_t old = set_memory_limit(get_active_memory() + (1 << 20));
+  EXPECT_THROW(eval(exp(src, Device::gpu)), Error);
+  set_memory_limit(old);
+  synchronize();
+}
+
+}  // namespace
+}  // namespace kiln::test
