@@ -39,10 +39,67 @@ void cast_contiguous(const void* src, Dtype s, void* dst, Dtype d, size_t n) {
   });
 }
 
+namespace {
+
+// Copies the last two dims of a layout whose source is contiguous along the
+// second-to-last dim and the destination along the last (a transpose): in
+// square tiles, so that both sides touch whole cache lines instead of one
+// element per line on the strided side.
+template <typename S, typename D>
+void copy_transposed_tiles(const S* in, D* out, const Layout<2>& l) {
+  constexpr int64_t kTile = 64;
+  int nd = static_cast<int>(l.shape.size());
+  int64_t rows = l.shape[nd - 2], cols = l.shape[nd - 1];
+  int64_t outer = 1;
+  for (int d = 0; d < nd - 2; ++d) outer *= l.shape[d];
+  int64_t row_tiles = (rows + kTile - 1) / kTile;
+  int64_t ds_r = l.strides[0][nd - 2], ss_r = l.strides[1][nd - 2];
+  int64_t ds_c = l.strides[0][nd - 1], ss_c = l.strides[1][nd - 1];
+  parallel_for(outer * row_tiles, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / row_tiles, r0 = (t % row_tiles) * kTile;
+      int64_t doff = 0, soff = 0, rem = o;
+      for (int d = nd - 3; d >= 0; --d) {
+        int64_t idx = rem % l.shape[d];
+        rem /= l.shape[d];
+        doff += idx * l.strides[0][d];
+        soff += idx * l.strides[1][d];
+      }
+      int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t r = r0; r < r1; ++r) {
+          D* o_row = out + doff + r * ds_r;
+          const S* i_row = in + soff + r * ss_r;
+          if (ds_c == 1) {
+            for (int64_t c = c0; c < c1; ++c) o_row[c] = convert<D>(i_row[c * ss_c]);
+          } else {
+            for (int64_t c = c0; c < c1; ++c) o_row[c * ds_c] = convert<D>(i_row[c * ss_c]);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& src_strides, void* dst, Dtype d,
                   const Strides& dst_strides) {
   if (shape_size(shape) == 0) return;
   Layout<2> l = collapse<2>(shape, {&dst_strides, &src_strides});
+  int nd = static_cast<int>(l.shape.size());
+  if (nd >= 2 && l.strides[0][nd - 1] == 1 && std::abs(l.strides[1][nd - 2]) == 1 &&
+      std::abs(l.strides[1][nd - 1]) > 1 && l.shape[nd - 1] >= 16 && l.shape[nd - 2] >= 16) {
+    dispatch_all(s, [&](auto st) {
+      using S = typename decltype(st)::type;
+      dispatch_all(d, [&](auto dt) {
+        using D = typename decltype(dt)::type;
+        copy_transposed_tiles(static_cast<const S*>(src), static_cast<D*>(dst), l);
+      });
+    });
+    return;
+  }
   dispatch_all(s, [&](auto st) {
     using S = typename decltype(st)::type;
     dispatch_all(d, [&](auto dt) {
