@@ -2,6 +2,7 @@
 // bit: the fused kernels share the op definitions and round intermediates
 // to their dtype), traces are cached per input signature, CSE and fusion
 // happen, and disable_compile turns it all off.
+#include <algorithm>
 #include <string>
 
 #include "core/compiled.h"
