@@ -8,35 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "test_layouts.h"
 #include "test_util.h"
 
 namespace kiln::test {
 namespace {
 
-std::string fmt(const std::vector<int>& v) {
-  std::ostringstream os;
-  os << "(";
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ")";
-  return os.str();
-}
 
 // ---- operand layouts (same logical shape) ----
-
-enum class Layout { kContiguous, kTransposed, kStrided, kFlipped, kBroadcast };
-constexpr Layout kLayouts[] = {Layout::kContiguous, Layout::kTransposed, Layout::kStrided, Layout::kFlipped,
-                               Layout::kBroadcast};
-
-const char* layout_name(Layout l) {
-  switch (l) {
-    case Layout::kContiguous: return "contiguous";
-    case Layout::kTransposed: return "transposed";
-    case Layout::kStrided: return "strided";
-    case Layout::kFlipped: return "flipped";
-    case Layout::kBroadcast: return "broadcast";
-  }
-  return "?";
-}
 
 // Matrices: integers in [-8, 8), floats in [-1, 1).
 array gen(const Shape& s, Dtype dt) { return is_integral(dt) ? random_array(s, dt, -8, 8) : random_array(s, dt, -1, 1); }

@@ -11,18 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "test_layouts.h"
 #include "test_util.h"
 
 namespace kiln::test {
 namespace {
 
-std::string fmt(const std::vector<int>& v) {
-  std::ostringstream os;
-  os << "(";
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ")";
-  return os.str();
-}
 
 int64_t ravel(const std::vector<int>& idx, const Shape& shape) {
   int64_t o = 0;
@@ -32,55 +26,6 @@ int64_t ravel(const std::vector<int>& idx, const Shape& shape) {
 
 // ---- input layouts: every layout produces the same logical shape ----
 
-enum class Layout { kContiguous, kTransposed, kStrided, kFlipped, kBroadcast };
-constexpr Layout kLayouts[] = {Layout::kContiguous, Layout::kTransposed, Layout::kStrided, Layout::kFlipped,
-                               Layout::kBroadcast};
-
-const char* layout_name(Layout l) {
-  switch (l) {
-    case Layout::kContiguous: return "contiguous";
-    case Layout::kTransposed: return "transposed";
-    case Layout::kStrided: return "strided";
-    case Layout::kFlipped: return "flipped";
-    case Layout::kBroadcast: return "broadcast";
-  }
-  return "?";
-}
-
-using Gen = std::function<array(const Shape&)>;
-
-array make_input(const Shape& shape, Layout layout, const Gen& gen) {
-  const int nd = static_cast<int>(shape.size());
-  switch (layout) {
-    case Layout::kContiguous:
-      return gen(shape);
-    case Layout::kTransposed:
-      return transpose(gen(Shape(shape.rbegin(), shape.rend())));
-    case Layout::kStrided: {
-      Shape base, start, stop, step;
-      for (int d : shape) {
-        base.push_back(2 * d + 1);
-        start.push_back(1);
-        stop.push_back(2 * d + 1);
-        step.push_back(2);
-      }
-      return slice(gen(base), start, stop, step);
-    }
-    case Layout::kFlipped: {
-      Shape base = shape, start(nd, -1), stop, step(nd, -1);
-      base.back() *= 2;
-      step.back() = -2;
-      for (int d : base) stop.push_back(-d - 1);
-      return slice(gen(base), start, stop, step);
-    }
-    case Layout::kBroadcast: {
-      Shape base = shape;
-      for (int d = 0; d < nd; d += 2) base[d] = 1;
-      return broadcast_to(gen(base), shape);
-    }
-  }
-  return gen(shape);
-}
 
 // Distinct-ish values so that a wrong index shows.
 Gen value_gen(Dtype dt) {
