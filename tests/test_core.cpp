@@ -224,5 +224,42 @@ TEST(Core, MisuseErrorsNameOpShapesAndDtypes) {
   EXPECT_TRUE(throws_error([&] { array(std::vector<float>{1, 2, 3}, {2, 2}); }, {"[array]", "(2,2)"}));
 }
 
+
+TEST(Core, EmptyArraysFlowThroughElementwiseOps) {
+  EXPECT_EQ((zeros({0}) + array(1.0f)).size(), 0u);
+  EXPECT_EQ((zeros({3, 0}) + array(1.0f)).shape(), (Shape{3, 0}));
+  array w = where(zeros({0}, bool_), zeros({0}), zeros({0}));
+  w.eval();
+  EXPECT_EQ(w.size(), 0u);
+  array t = abs(transpose(zeros({0, 3})));
+  t.eval();
+  EXPECT_EQ(t.shape(), (Shape{3, 0}));
+  array m = max(zeros({0, 3}), 1);  // only the kept axis is empty
+  m.eval();
+  EXPECT_EQ(m.shape(), (Shape{0}));
+  EXPECT_TRUE(throws_error([] { max(zeros({0, 3}), 0); }, {"[max]", "empty"}));
+}
+
+TEST(Core, HugeShapesThrowInsteadOfOverflowing) {
+  EXPECT_TRUE(throws_error([] { zeros({1 << 30, 1 << 30, 4}); }, {"too large"}));
+  EXPECT_TRUE(throws_error([] { zeros({1 << 30, 1 << 30, 3}); }, {"too large"}));
+}
+
+TEST(Core, UnknownStreamDoesNotPoisonTheGraph) {
+  array x = test::random_array({8});
+  array y = exp(x, Stream{4242, Device::cpu});
+  EXPECT_TRUE(throws_error([&] { y.eval(); }, {"unknown stream"}));
+  array z = exp(x) + 1.0f;  // unrelated work still runs
+  EXPECT_GT(sum(z).item<float>(), 0.0f);
+}
+
+TEST(Core, IntegerOverflowWrapsWithoutUndefinedBehaviour) {
+  EXPECT_EQ(square(array(65536)).item<int32_t>(), 0);
+  EXPECT_EQ(negative(array(INT32_MIN)).item<int32_t>(), INT32_MIN);
+  EXPECT_EQ(abs(array(int64_t{INT64_MIN})).item<int64_t>(), INT64_MIN);
+  EXPECT_EQ(sum(array({INT32_MAX, 1})).item<int32_t>(), INT32_MIN);
+  EXPECT_EQ(prod(array({int64_t{1} << 40, int64_t{1} << 40})).item<int64_t>(), 0);
+}
+
 }  // namespace
 }  // namespace kiln

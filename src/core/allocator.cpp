@@ -15,6 +15,9 @@ namespace kiln {
 // power of two.
 size_t allocator::size_class(size_t bytes) {
   if (bytes == 0) bytes = 1;
+  // Past 2^62 bytes no machine can serve the request; return it unrounded
+  // (the raw allocation then fails cleanly) instead of overflowing below.
+  if (bytes > (size_t{1} << 62)) return bytes;
   if (bytes <= 4096) return (bytes + 63) & ~size_t{63};
   size_t p = 4096;
   while (p < bytes) p <<= 1;
@@ -53,6 +56,9 @@ class CachingAllocator {
                   " bytes would exceed the memory limit of " + std::to_string(limit_) + " bytes (" +
                   std::to_string(active_) + " bytes active)");
     }
+    // Reserve before unlocking so concurrent allocations see each other
+    // against the limit; give the reservation back if the system says no.
+    note_active(bytes);
     lock.unlock();
     void* p = raw_alloc(side, bytes);
     if (p == nullptr && side == kDeviceSide) {
@@ -64,11 +70,11 @@ class CachingAllocator {
       p = raw_alloc(side, bytes);
     }
     if (p == nullptr) {
+      lock.lock();
+      active_ -= bytes;
       throw Error(std::string("[") + op + "] out of " + (side == kHostSide ? "host" : "device") +
                   " memory allocating " + std::to_string(requested) + " bytes");
     }
-    lock.lock();
-    note_active(bytes);
     return p;
   }
 

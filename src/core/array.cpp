@@ -19,7 +19,13 @@ Strides row_major_strides(const Shape& shape) {
 
 ArrayDesc::ArrayDesc(Shape s, Dtype t) : shape(std::move(s)), dtype(t) {
   size = 1;
-  for (int d : shape) size *= static_cast<size_t>(d);
+  size_t bytes = 0;
+  for (int d : shape) {
+    if (d < 0 || __builtin_mul_overflow(size, static_cast<size_t>(d), &size)) size = ~size_t{0};
+  }
+  if (size == ~size_t{0} || __builtin_mul_overflow(size, size_of(t), &bytes) || bytes > (size_t{1} << 62)) {
+    throw Error("[array] shape " + format_shape(shape) + " of " + dtype_name(t) + " is too large or invalid");
+  }
 }
 
 // Destroying the last handle of a long lazy chain would recurse once per

@@ -48,8 +48,10 @@ array reduce(ReduceOp op, const char* name, const array& a, const std::vector<in
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), name, a);
   Stream st = to_stream(s);
   Dtype out_dtype = reduce_dtype(op, a.dtype());
-  if ((op == ReduceOp::max || op == ReduceOp::min) && a.size() == 0) {
-    fail(name, "cannot reduce an empty array (no identity)", {&a});
+  if (op == ReduceOp::max || op == ReduceOp::min) {
+    for (int ax : axes) {
+      if (a.shape()[ax] == 0) fail(name, "cannot reduce an empty axis (no identity)", {&a});
+    }
   }
   if (axes.empty()) return astype(a, out_dtype, st);
   array out = make_node<Reduce>(kept_shape(a.shape(), axes), out_dtype, {a}, st, op, axes);

@@ -28,6 +28,9 @@ array reshape(const array& a, Shape shape, StreamOrDevice s) {
     if (known == 0 || size % known != 0) {
       fail("reshape", "cannot reshape an array of shape " + format_shape(a.shape()) + " to " + format_shape(shape), {&a});
     }
+    if (size / known > INT32_MAX) {
+      fail("reshape", "inferred dimension of " + format_shape(shape) + " exceeds 2^31-1", {&a});
+    }
     shape[infer] = static_cast<int>(size / known);
   } else if (known != size) {
     fail("reshape",

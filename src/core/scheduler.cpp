@@ -151,13 +151,14 @@ void schedule(const std::vector<array>& outputs) {
   size_t i = 0;
   while (i < tape.size()) {
     Stream s = tape[i].primitive()->stream();
+    StreamWorker& worker = sched.worker(s);  // may throw: before any node is marked
     std::vector<array> run;
     while (i < tape.size() && tape[i].primitive()->stream() == s) {
       tape[i].desc()->set_status(Status::scheduled);
       run.push_back(std::move(tape[i]));
       ++i;
     }
-    sched.worker(s).submit(std::move(run));
+    worker.submit(std::move(run));
   }
 }
 

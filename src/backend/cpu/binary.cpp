@@ -47,6 +47,7 @@ void Select::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& x = inputs[1];
   const array& y = inputs[2];
   detail::allocate(out, name());
+  if (out.size() == 0) return;
   cpu::dispatch_all(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const bool* pc = reinterpret_cast<const bool*>(detail::data_ptr(cond));

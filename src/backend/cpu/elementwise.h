@@ -17,6 +17,7 @@ inline constexpr int64_t kElementwiseGrain = 1 << 14;
 template <typename T, typename O, typename Op>
 void unary_loop(const array& in, array& out, Op op) {
   const T* src = reinterpret_cast<const T*>(detail::data_ptr(in));
+  if (out.size() == 0) return;
   O* dst = reinterpret_cast<O*>(detail::data_ptr(out));
   const auto& id = *in.desc();
   int64_t n = static_cast<int64_t>(out.size());
@@ -40,6 +41,7 @@ void unary_loop(const array& in, array& out, Op op) {
 // out = op(a, b); a and b are broadcast to out's shape already.
 template <typename T, typename O, typename Op>
 void binary_loop(const array& a, const array& b, array& out, Op op) {
+  if (out.size() == 0) return;
   const T* pa = reinterpret_cast<const T*>(detail::data_ptr(a));
   const T* pb = reinterpret_cast<const T*>(detail::data_ptr(b));
   O* dst = reinterpret_cast<O*>(detail::data_ptr(out));

@@ -122,17 +122,17 @@ bool with_unary_op(UnaryOp op, Go&& go) {
   switch (op) {
     case UnaryOp::abs:
       if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) go([](C x) { return x; });
-      else go([](C x) { return x < C(0) ? C(-x) : x; });
+      else go([](C x) { return x < C(0) ? static_cast<C>(wrapping(C(0), x, [](auto p, auto q) { return p - q; })) : x; });
       return true;
     case UnaryOp::negative:
       if constexpr (std::is_same_v<C, bool>) go([](C x) { return x; });
-      else go([](C x) { return static_cast<C>(C(0) - x); });
+      else go([](C x) { return static_cast<C>(wrapping(C(0), x, [](auto p, auto q) { return p - q; })); });
       return true;
     case UnaryOp::sign:
       if constexpr (std::is_same_v<C, bool>) go([](C x) { return x; });
       else go([](C x) { return x != x ? x : static_cast<C>((C(0) < x) - (x < C(0))); });
       return true;
-    case UnaryOp::square: go([](C x) { return static_cast<C>(x * x); }); return true;
+    case UnaryOp::square: go([](C x) { return wrapping(x, x, [](auto p, auto q) { return p * q; }); }); return true;
     case UnaryOp::relu: go([](C x) { return x > C(0) ? x : C(0); }); return true;
     case UnaryOp::floor:
       if constexpr (fp) go([](C x) { return std::floor(x); });

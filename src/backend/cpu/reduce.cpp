@@ -21,15 +21,30 @@ namespace {
 
 constexpr int64_t kReduceGrain = 1 << 15;
 
+// Integer sums and products wrap (through unsigned arithmetic) instead of
+// overflowing, which would be undefined.
+template <typename A, bool = std::is_integral_v<A> && !std::is_same_v<A, bool>>
+struct Wrap {
+  using type = A;
+};
+template <typename A>
+struct Wrap<A, true> {
+  using type = std::make_unsigned_t<A>;
+};
+template <typename A>
+using WrapT = typename Wrap<A>::type;
 template <typename A>
 struct SumOp {
   A init() const { return A(0); }
-  A operator()(A a, A b) const { return a + b; }
+  A operator()(A a, A b) const { return static_cast<A>(static_cast<WrapT<A>>(a) + static_cast<WrapT<A>>(b)); }
 };
 template <typename A>
 struct ProdOp {
   A init() const { return A(1); }
-  A operator()(A a, A b) const { return a * b; }
+  A operator()(A a, A b) const {
+    if constexpr (std::is_same_v<A, bool>) return a && b;
+    else return static_cast<A>(static_cast<WrapT<A>>(a) * static_cast<WrapT<A>>(b));
+  }
 };
 template <typename A>
 struct MaxOp {
@@ -131,13 +146,16 @@ void column_reduce(const T* in, O* out, int64_t batches, int64_t len, int64_t wi
   for (int64_t batch = 0; batch < batches; ++batch) {
     const T* base = in + batch * len * width;
     std::vector<std::vector<A>> partial(threads, std::vector<A>(width, op.init()));
-    cpu::parallel_for(len, 1, [&](int64_t b, int64_t e) {
-      auto& acc = partial[omp_get_thread_num()];
-      for (int64_t i = b; i < e; ++i) {
-        const T* row = base + i * width;
-        for (int64_t j = 0; j < width; ++j) acc[j] = op(acc[j], static_cast<A>(static_cast<cpu::compute_t<T>>(row[j])));
-      }
-    });
+    cpu::parallel_for(
+        len, 1,
+        [&](int64_t b, int64_t e) {
+          auto& acc = partial[omp_get_thread_num()];
+          for (int64_t i = b; i < e; ++i) {
+            const T* row = base + i * width;
+            for (int64_t j = 0; j < width; ++j) acc[j] = op(acc[j], static_cast<A>(static_cast<cpu::compute_t<T>>(row[j])));
+          }
+        },
+        threads);
     for (int64_t j = 0; j < width; ++j) {
       A acc = op.init();
       for (auto& p : partial) acc = op(acc, p[j]);

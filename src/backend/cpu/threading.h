@@ -14,10 +14,13 @@ namespace kiln::cpu {
 // Runs fn(begin, end) over [0, n) in at most cpu_threads() contiguous
 // chunks; work smaller than `grain` items per thread stays on one thread
 // (starting threads costs a few microseconds).
+// `max_threads` (0: cpu_threads()) lets a caller that sized per-thread
+// scratch space pin the count it read.
 template <typename F>
-void parallel_for(int64_t n, int64_t grain, F&& fn) {
+void parallel_for(int64_t n, int64_t grain, F&& fn, int max_threads = 0) {
   if (n <= 0) return;
-  int threads = static_cast<int>(std::min<int64_t>(cpu_threads(), std::max<int64_t>(1, n / std::max<int64_t>(grain, 1))));
+  int limit = max_threads > 0 ? max_threads : cpu_threads();
+  int threads = static_cast<int>(std::min<int64_t>(limit, std::max<int64_t>(1, n / std::max<int64_t>(grain, 1))));
   if (threads <= 1) {
     fn(int64_t{0}, n);
     return;
