@@ -30,7 +30,9 @@ void cast_contiguous(const void* src, Dtype s, void* dst, Dtype d, size_t n) {
       const S* in = static_cast<const S*>(src);
       D* out = static_cast<D*>(dst);
       if constexpr (std::is_same_v<S, D>) {
-        if (n) std::memcpy(out, in, n * sizeof(S));
+        parallel_for(static_cast<int64_t>(n), kGrain * 4, [&](int64_t b, int64_t e) {
+          std::memcpy(out + b, in + b, (e - b) * sizeof(S));
+        });
       } else {
         parallel_for(static_cast<int64_t>(n), kGrain,
                      [&](int64_t b, int64_t e) { cast_run(in + b, out + b, e - b); });
@@ -89,6 +91,11 @@ void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& s
   if (shape_size(shape) == 0) return;
   Layout<2> l = collapse<2>(shape, {&dst_strides, &src_strides});
   int nd = static_cast<int>(l.shape.size());
+  if (nd == 1 && l.strides[0][0] == 1 && l.strides[1][0] == 1) {
+    // One contiguous run: split it across the threads.
+    cast_contiguous(src, s, dst, d, static_cast<size_t>(l.shape[0]));
+    return;
+  }
   if (nd >= 2 && l.strides[0][nd - 1] == 1 && std::abs(l.strides[1][nd - 2]) == 1 &&
       std::abs(l.strides[1][nd - 1]) > 1 && l.shape[nd - 1] >= 16 && l.shape[nd - 2] >= 16) {
     dispatch_all(s, [&](auto st) {
