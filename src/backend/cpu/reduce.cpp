@@ -62,6 +62,11 @@ struct MinOp {
   }
   A operator()(A a, A b) const { return (a < b || a != a) ? a : b; }
 };
+template <typename A>
+struct PlainMaxOp {
+  A init() const { return -std::numeric_limits<A>::infinity(); }
+  A operator()(A a, A b) const { return a > b ? a : b; }
+};
 struct AllOp {
   bool init() const { return true; }
   bool operator()(bool a, bool b) const { return a && b; }
@@ -120,9 +125,11 @@ void row_reduce(const T* in, O* out, int64_t rows, int64_t len, Op op) {
 template <typename T, typename O, typename A, typename Op>
 void column_reduce(const T* in, O* out, int64_t batches, int64_t len, int64_t width, Op op) {
   int threads = cpu_threads();
-  // Enough columns per thread: split the columns; else split the rows and
-  // combine per-thread partial sums.
-  if (batches * width >= 64 * threads || len < 4 * threads) {
+  // Rows are streamed whole (contiguous reads the prefetcher follows) into
+  // one accumulator row per thread while that row fits in L2; only very wide
+  // or very short blocks split the columns instead.
+  bool split_rows = width <= (1 << 16) && len >= 4 * threads && threads > 1;
+  if (!split_rows) {
     int64_t col_block = 256;
     int64_t blocks_per_batch = (width + col_block - 1) / col_block;
     cpu::parallel_for(batches * blocks_per_batch, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(len * col_block, 1)),
@@ -362,7 +369,9 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, array& out) {
         std::vector<C> tmp(len);
         for (int64_t r = b; r < e; ++r) {
           const T* x = p + r * len;
-          C m = reduce_contiguous<C>(x, len, MaxOp<C>{});
+          // A plain max vectorizes; a NaN in the row still makes every
+          // output NaN through x - m below, as the NaN-aware max would.
+          C m = reduce_contiguous<C>(x, len, PlainMaxOp<C>{});
           // Separate loops: the exp loop vectorizes, and the sum uses the
           // multi-accumulator reduction.
           for (int64_t k = 0; k < len; ++k) {
