@@ -15,6 +15,7 @@
 #include "core/array_desc.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
+#include "core/reduce_plan.h"
 
 namespace kiln {
 namespace {
@@ -197,18 +198,9 @@ void reduce_typed(const array& in, array& out, const std::vector<int>& axes, Op 
   Shape shape = in.shape();
   std::vector<bool> reduced(shape.size(), false);
   for (int ax : axes) reduced[ax] = true;
-  // Group dims (dropping size-1 dims) into runs of kept / reduced axes.
-  std::vector<int64_t> sizes;
-  std::vector<bool> kinds;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    if (!kinds.empty() && kinds.back() == reduced[d]) {
-      sizes.back() *= shape[d];
-    } else {
-      sizes.push_back(shape[d]);
-      kinds.push_back(reduced[d]);
-    }
-  }
+  ReducePlan plan = plan_reduction(shape, axes);
+  const std::vector<int64_t>& sizes = plan.sizes;
+  const std::vector<bool>& kinds = plan.reduced;
   RowMajor src = row_major_input(in, name);
   const T* p = reinterpret_cast<const T*>(src.data);
   if (sizes.empty() || (sizes.size() == 1 && !kinds[0])) {  // nothing reduced

@@ -12,6 +12,7 @@
 
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
+#include "core/reduce_plan.h"
 #include "core/primitives.h"
 
 namespace kiln {
@@ -218,17 +219,9 @@ void reduce_typed(ReduceOp op, const array& in, array& out, const std::vector<in
   Shape shape = in.shape();
   std::vector<bool> reduced(shape.size(), false);
   for (int ax : axes) reduced[ax] = true;
-  std::vector<int64_t> sizes;
-  std::vector<bool> kinds;
-  for (size_t k = 0; k < shape.size(); ++k) {
-    if (shape[k] == 1) continue;
-    if (!kinds.empty() && kinds.back() == reduced[k]) {
-      sizes.back() *= shape[k];
-    } else {
-      sizes.push_back(shape[k]);
-      kinds.push_back(reduced[k]);
-    }
-  }
+  ReducePlan plan = plan_reduction(shape, axes);
+  const std::vector<int64_t>& sizes = plan.sizes;
+  const std::vector<bool>& kinds = plan.reduced;
   if (sizes.empty() || (sizes.size() == 1 && !kinds[0])) {
     elementwise_cast<T, O, A><<<grid_for(n_out, 4, 256), 256, 0, s>>>(op, p, dst, n_out);
   } else if (kinds.back() && sizes.size() <= 2) {
