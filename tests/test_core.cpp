@@ -261,5 +261,19 @@ TEST(Core, IntegerOverflowWrapsWithoutUndefinedBehaviour) {
   EXPECT_EQ(prod(array({int64_t{1} << 40, int64_t{1} << 40})).item<int64_t>(), 0);
 }
 
+
+TEST(Core, ResultDimensionsBeyondIntThrow) {
+  EXPECT_TRUE(throws_error([] { repeat(zeros({1 << 20}), 1 << 12, 0); }, {"[repeat]", "2^31-1"}));
+  EXPECT_TRUE(throws_error([] { tile(zeros({1 << 20}), {1 << 12}); }, {"[tile]", "2^31-1"}));
+  EXPECT_TRUE(throws_error([] { flatten(broadcast_to(array(1.0f), {1 << 16, 1 << 16})); }, {"[flatten]"}));
+}
+
+TEST(Core, DefaultStreamIsPerDevice) {
+  Stream cpu = default_stream(Device::cpu);
+  EXPECT_EQ(cpu.device.type, Device::cpu);
+  EXPECT_EQ(default_stream(Device::cpu).index, cpu.index);
+  EXPECT_NE(new_stream(Device::cpu).index, cpu.index);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -9,6 +9,13 @@
 #include "kiln/ops.h"
 
 namespace kiln {
+namespace {
+// A result dimension computed in 64 bits, checked to fit Shape's int.
+int checked_dim(int64_t d, const char* op, const array& a) {
+  if (d > INT32_MAX) fail(op, "a result dimension of " + std::to_string(d) + " exceeds 2^31-1", {&a});
+  return static_cast<int>(d);
+}
+}  // namespace
 
 array reshape(const array& a, Shape shape, StreamOrDevice s) {
   int infer = -1;
@@ -122,9 +129,9 @@ array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
   int e = normalize_axis(end_axis, a.ndim(), "flatten", a);
   if (b > e) fail("flatten", "start axis " + std::to_string(start_axis) + " comes after end axis " + std::to_string(end_axis), {&a});
   Shape shape(a.shape().begin(), a.shape().begin() + b);
-  int merged = 1;
+  int64_t merged = 1;
   for (int i = b; i <= e; ++i) merged *= a.shape()[i];
-  shape.push_back(merged);
+  shape.push_back(checked_dim(merged, "flatten", a));
   shape.insert(shape.end(), a.shape().begin() + e + 1, a.shape().end());
   return reshape(a, shape, s);
 }
@@ -253,7 +260,7 @@ array concatenate(const std::vector<array>& arrays, int axis, StreamOrDevice s) 
     bool ok = a.ndim() == first.ndim();
     for (int d = 0; ok && d < a.ndim(); ++d) ok = d == ax || a.shape()[d] == first.shape()[d];
     if (!ok) fail("concatenate", "all shapes must match except along axis " + std::to_string(ax), arrays);
-    shape[ax] += a.shape()[ax];
+    shape[ax] = checked_dim(static_cast<int64_t>(shape[ax]) + a.shape()[ax], "concatenate", a);
     t = promote_types(t, a.dtype());
   }
   if (arrays.size() == 1) return first;
@@ -320,7 +327,7 @@ array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, con
   for (int i = 0; i < a.ndim(); ++i) {
     auto [lo, hi] = pad_width.size() == 1 ? pad_width[0] : pad_width[i];
     if (lo < 0 || hi < 0) fail("pad", "pad widths must be non-negative", {&a});
-    shape[i] += lo + hi;
+    shape[i] = checked_dim(static_cast<int64_t>(shape[i]) + lo + hi, "pad", a);
     start[i] = lo;
     stop[i] = lo + a.shape()[i];
   }
@@ -340,7 +347,7 @@ array repeat(const array& a, int repeats, int axis, StreamOrDevice s) {
   Shape b = x.shape();
   b[ax + 1] = repeats;
   Shape out = a.shape();
-  out[ax] *= repeats;
+  out[ax] = checked_dim(static_cast<int64_t>(out[ax]) * repeats, "repeat", a);
   return reshape(broadcast_to(x, b, st), out, st);
 }
 array repeat(const array& a, int repeats, StreamOrDevice s) { return repeat(reshape(a, {-1}, s), repeats, 0, s); }
@@ -357,7 +364,7 @@ array tile(const array& a, std::vector<int> reps, StreamOrDevice s) {
   for (int i = 0; i < nd; ++i) {
     expanded.insert(expanded.end(), {1, shape[i]});
     target.insert(target.end(), {reps[i], shape[i]});
-    out.push_back(reps[i] * shape[i]);
+    out.push_back(checked_dim(static_cast<int64_t>(reps[i]) * shape[i], "tile", a));
   }
   return reshape(broadcast_to(reshape(a, expanded, st), target, st), out, st);
 }

@@ -5,6 +5,7 @@
 // advances.
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -80,7 +81,9 @@ class Scheduler {
   }
   Stream default_stream(Device d) {
     std::lock_guard lock(mutex_);
-    auto& slot = d.type == Device::cpu ? default_cpu_ : default_gpu_;
+    // One default stream per device (each GPU index has its own).
+    auto [it, inserted] = default_slots_.try_emplace({static_cast<int>(d.type), d.index}, -1);
+    int& slot = it->second;
     if (slot < 0) {
       slot = static_cast<int>(workers_.size());
       Stream s{slot, d};
@@ -110,8 +113,7 @@ class Scheduler {
   std::mutex schedule_mutex_;
   std::vector<Stream> streams_;
   std::vector<std::unique_ptr<StreamWorker>> workers_;
-  int default_cpu_ = -1;
-  int default_gpu_ = -1;
+  std::map<std::pair<int, int>, int> default_slots_;  // (device type, index) -> stream
 };
 
 // Post-order of the unscheduled part of the graph, without recursion.
