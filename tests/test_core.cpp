@@ -42,6 +42,7 @@ void expect_bounded_peak(int length, int elements) {
   array x = random::uniform({elements});
   x.eval();
   size_t bytes = static_cast<size_t>(elements) * 4;
+  synchronize();
   reset_peak_memory();
   size_t base = get_active_memory();
   array y = x;
@@ -173,6 +174,7 @@ TEST(Core, MemoryLimitThrowsAndKeepsArraysIntact) {
 }
 
 TEST(Core, MemoryCountersTrackBuffers) {
+  synchronize();  // earlier tests' nodes are released by now
   clear_cache();
   size_t base = get_active_memory();
   {
@@ -180,6 +182,9 @@ TEST(Core, MemoryCountersTrackBuffers) {
     a.eval();
     EXPECT_GE(get_active_memory(), base + (4u << 20));
   }
+  // eval returns once the result is ready; the stream worker lets go of its
+  // handle on the node a moment later, so wait for the streams to go idle.
+  synchronize();
   EXPECT_EQ(get_active_memory(), base);
   EXPECT_GE(get_cache_memory(), 4u << 20);  // kept for reuse
   clear_cache();
