@@ -30,4 +30,34 @@ inline ReducePlan plan_reduction(const Shape& shape, const std::vector<int>& axe
   return plan;
 }
 
+// The general case: a view of row-major data of `shape` with the kept axes
+// first and the reduced axes last, so that copying it to row-major order
+// leaves one contiguous row of `row_length` elements per output.
+struct ReducedLastView {
+  Shape shape;
+  Strides strides;
+  int64_t row_length = 1;
+};
+
+inline ReducedLastView reduced_axes_last(const Shape& shape, const std::vector<int>& axes) {
+  std::vector<bool> is_reduced(shape.size(), false);
+  for (int ax : axes) is_reduced[ax] = true;
+  Strides row_major(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    row_major[d] = stride;
+    stride *= shape[d];
+  }
+  ReducedLastView view;
+  for (bool reduced_pass : {false, true}) {
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (is_reduced[d] != reduced_pass) continue;
+      view.shape.push_back(shape[d]);
+      view.strides.push_back(row_major[d]);
+      if (reduced_pass) view.row_length *= shape[d];
+    }
+  }
+  return view;
+}
+
 }  // namespace kiln

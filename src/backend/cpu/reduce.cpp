@@ -196,8 +196,6 @@ void reduce_typed(const array& in, array& out, const std::vector<int>& axes, Op 
     return;
   }
   Shape shape = in.shape();
-  std::vector<bool> reduced(shape.size(), false);
-  for (int ax : axes) reduced[ax] = true;
   ReducePlan plan = plan_reduction(shape, axes);
   const std::vector<int64_t>& sizes = plan.sizes;
   const std::vector<bool>& kinds = plan.reduced;
@@ -215,20 +213,10 @@ void reduce_typed(const array& in, array& out, const std::vector<int>& axes, Op 
     if (sizes.size() == 3) return column_reduce<T, O, A>(p, dst, sizes[0], sizes[1], sizes[2], op);
   }
   // General case: move the reduced axes last, make that contiguous, reduce rows.
-  std::vector<int> perm;
-  int64_t len = 1;
-  for (size_t d = 0; d < shape.size(); ++d) if (!reduced[d]) perm.push_back(static_cast<int>(d));
-  for (size_t d = 0; d < shape.size(); ++d) if (reduced[d]) { perm.push_back(static_cast<int>(d)); len *= shape[d]; }
-  Shape pshape(shape.size());
-  Strides pstrides(shape.size());
-  Strides rm = row_major_strides(shape);
-  for (size_t i = 0; i < perm.size(); ++i) {
-    pshape[i] = shape[perm[i]];
-    pstrides[i] = rm[perm[i]];
-  }
+  ReducedLastView v = reduced_axes_last(shape, axes);
   auto buf = allocator::malloc(in.nbytes(), name);
-  cpu::copy_strided(p, in.dtype(), pshape, pstrides, buf->ptr(), in.dtype(), row_major_strides(pshape));
-  row_reduce<T, O, A>(static_cast<const T*>(buf->ptr()), dst, n_out, len, op);
+  cpu::copy_strided(p, in.dtype(), v.shape, v.strides, buf->ptr(), in.dtype(), row_major_strides(v.shape));
+  row_reduce<T, O, A>(static_cast<const T*>(buf->ptr()), dst, n_out, v.row_length, op);
 }
 
 template <typename T, typename O>

@@ -217,8 +217,6 @@ void reduce_typed(ReduceOp op, const array& in, array& out, const std::vector<in
   }
   const T* p = reinterpret_cast<const T*>(src);
   Shape shape = in.shape();
-  std::vector<bool> reduced(shape.size(), false);
-  for (int ax : axes) reduced[ax] = true;
   ReducePlan plan = plan_reduction(shape, axes);
   const std::vector<int64_t>& sizes = plan.sizes;
   const std::vector<bool>& kinds = plan.reduced;
@@ -233,20 +231,10 @@ void reduce_typed(ReduceOp op, const array& in, array& out, const std::vector<in
         op, p, dst, len, width);
   } else {
     // Move the reduced axes last, then reduce rows.
-    std::vector<int> perm;
-    int64_t len = 1;
-    for (size_t k = 0; k < shape.size(); ++k) if (!reduced[k]) perm.push_back(static_cast<int>(k));
-    for (size_t k = 0; k < shape.size(); ++k) if (reduced[k]) { perm.push_back(static_cast<int>(k)); len *= shape[k]; }
-    Shape pshape(shape.size());
-    Strides pstrides(shape.size());
-    Strides rm = row_major_strides(shape);
-    for (size_t i = 0; i < perm.size(); ++i) {
-      pshape[i] = shape[perm[i]];
-      pstrides[i] = rm[perm[i]];
-    }
+    ReducedLastView v = reduced_axes_last(shape, axes);
     char* tmp = static_cast<char*>(scratch(in.nbytes(), nm));
-    copy_strided(reinterpret_cast<const char*>(p), d.dtype, pshape, pstrides, tmp, d.dtype, row_major_strides(pshape), nm);
-    launch_rows<T, O, A>(op, reinterpret_cast<const T*>(tmp), dst, n_out, len, s, nm);
+    copy_strided(reinterpret_cast<const char*>(p), d.dtype, v.shape, v.strides, tmp, d.dtype, row_major_strides(v.shape), nm);
+    launch_rows<T, O, A>(op, reinterpret_cast<const T*>(tmp), dst, n_out, v.row_length, s, nm);
   }
   KILN_CUDA_CHECK_LAUNCH(nm);
 }
