@@ -1,6 +1,7 @@
 // The GPU side of a build without the CUDA backend: no device is
 // available, and a primitive that reaches a GPU stream fails clearly.
 #include "core/allocator.h"
+#include "core/array_desc.h"
 #include "core/primitives.h"
 #include "core/scheduler.h"
 #include "kiln/error.h"
@@ -17,6 +18,12 @@ std::string device_unavailable_reason(const Device& d) {
 
 void gpu_begin_node(const Stream&) {}
 void gpu_end_node(const Stream&, std::vector<array>&&) {}
+void gpu_evaluate_batch(std::vector<array>& nodes, const Stream& stream) {
+  for (auto& n : nodes) {
+    evaluate_node(n, stream);
+    n = array(std::shared_ptr<ArrayDesc>());
+  }
+}
 void gpu_wait_ready(const array&) {}
 void gpu_synchronize(const Stream&) {}
 
@@ -26,7 +33,6 @@ void raw_device_free(void*) {}
 void copy_device_to_host(Buffer&, void*) {
   throw Error("[to_host] " + device_unavailable_reason(Device::gpu));
 }
-void release_event(void*) {}
 void synchronize_all() {}
 }  // namespace gpu
 

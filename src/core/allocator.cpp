@@ -144,7 +144,6 @@ Buffer::~Buffer() {
   size_t bytes = allocator::size_class(size_);
   if (host_) a.release(kHostSide, host_, bytes);
   if (device_) a.release(kDeviceSide, device_, bytes);
-  if (event) gpu::release_event(event);
 }
 
 void* Buffer::migrate_to_host() {

@@ -43,8 +43,11 @@ class Buffer {
   void set_device_raw(void* p) { device_ = p; }
   void set_valid(uint8_t v) { valid_.store(v, std::memory_order_release); }
   std::mutex& migrate_mutex() { return mutex_; }
-  void* event = nullptr;     // owned; returned to the backend's pool by ~Buffer
-  int event_stream = -1;     // kiln stream index the event was recorded on
+  // Shared by every buffer one node (or one CUDA graph) wrote; the last
+  // owner gives the event back to the backend's pool. Guarded by
+  // migrate_mutex() where another stream may read it concurrently.
+  std::shared_ptr<void> event;
+  int event_stream = -1;  // kiln stream index the event was recorded on
 
  private:
   void* migrate_to_host();
@@ -76,7 +79,6 @@ void* raw_device_malloc(size_t bytes);  // nullptr when out of memory
 void raw_device_free(void* p);
 // Waits for the last GPU write of `b` and copies its device copy to `host`.
 void copy_device_to_host(Buffer& b, void* host);
-void release_event(void* event);
 // Blocks until all GPU work has finished (used before retrying an OOM).
 void synchronize_all();
 }  // namespace gpu

@@ -23,11 +23,14 @@ class StreamWorker {
  public:
   explicit StreamWorker(Stream s) : stream_(s), thread_([this] { run(); }) { thread_.detach(); }
 
+  // One submission is one batch: consecutive nodes of one eval on this
+  // stream. A GPU stream hands the whole batch to the backend, which may
+  // record it into one CUDA graph.
   void submit(std::vector<array>&& nodes) {
     {
       std::lock_guard lock(mutex_);
       pending_ += static_cast<int64_t>(nodes.size());
-      for (auto& n : nodes) queue_.push_back(std::move(n));
+      queue_.push_back(std::move(nodes));
     }
     cv_.notify_one();
   }
@@ -40,26 +43,37 @@ class StreamWorker {
  private:
   void run() {
     for (;;) {
-      array node = array(std::shared_ptr<ArrayDesc>());
+      std::vector<array> batch;
       {
         std::unique_lock lock(mutex_);
         cv_.wait(lock, [this] { return !queue_.empty(); });
-        node = std::move(queue_.front());
+        batch = std::move(queue_.front());
         queue_.pop_front();
       }
-      evaluate_node(node, stream_);
-      // Drop the handle before counting the task done so that its memory is
-      // released by the time synchronize returns.
-      node = array(std::shared_ptr<ArrayDesc>());
+      const int64_t count = static_cast<int64_t>(batch.size());
+      if (stream_.device.type == Device::gpu) {
+        gpu_evaluate_batch(batch, stream_);
+      } else {
+        for (auto& node : batch) {
+          evaluate_node(node, stream_);
+          // Drop each handle as soon as it is computed, so that the batch
+          // does not keep every node of a long chain alive.
+          node = array(std::shared_ptr<ArrayDesc>());
+        }
+      }
+      // Drop the handles before counting the tasks done so that their
+      // memory is released by the time synchronize returns.
+      batch.clear();
       std::lock_guard lock(mutex_);
-      if (--pending_ == 0) idle_cv_.notify_all();
+      pending_ -= count;
+      if (pending_ == 0) idle_cv_.notify_all();
     }
   }
 
   Stream stream_;
   std::mutex mutex_;
   std::condition_variable cv_, idle_cv_;
-  std::deque<array> queue_;
+  std::deque<std::vector<array>> queue_;
   int64_t pending_ = 0;
   std::thread thread_;
 };
@@ -166,13 +180,27 @@ void schedule(const std::vector<array>& outputs) {
 
 }  // namespace
 
-void evaluate_node(array& node, const Stream& stream) {
-  ArrayDesc& d = *node.desc();
+bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch) {
   for (const auto& in : d.inputs) {
+    if (same_batch && same_batch->count(in.desc().get())) continue;
     in.desc()->wait();
     if (in.desc()->get_status() == Status::failed && d.error.empty()) d.error = in.desc()->error;
   }
-  if (d.error.empty()) {
+  return d.error.empty();
+}
+
+void finish_node(array& node) {
+  ArrayDesc& d = *node.desc();
+  bool failed = !d.error.empty();
+  if (failed) d.buffer.reset();
+  d.inputs.clear();
+  d.primitive.reset();
+  d.set_status(failed ? Status::failed : Status::available);
+}
+
+void evaluate_node(array& node, const Stream& stream) {
+  ArrayDesc& d = *node.desc();
+  if (wait_for_inputs(d, nullptr)) {
     try {
       if (stream.device.type == Device::cpu) {
         d.primitive->eval_cpu(d.inputs, node);
@@ -187,11 +215,7 @@ void evaluate_node(array& node, const Stream& stream) {
       d.error = e.what();
     }
   }
-  bool failed = !d.error.empty();
-  if (failed) d.buffer.reset();
-  d.inputs.clear();
-  d.primitive.reset();
-  d.set_status(failed ? Status::failed : Status::available);
+  finish_node(node);
 }
 
 void eval(std::vector<array> outputs) {

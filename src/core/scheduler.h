@@ -1,5 +1,7 @@
 #pragma once
 #include <string>
+#include <unordered_set>
+#include <vector>
 
 #include "kiln/array.h"
 
@@ -7,6 +9,15 @@ namespace kiln {
 // Runs one node's primitive on its stream's backend, after waiting for its
 // inputs; records failures in the node instead of throwing.
 void evaluate_node(array& node, const Stream& stream);
+
+// The two halves of evaluate_node, for backends that evaluate a batch of
+// nodes together (the CUDA graph encoder). wait_for_inputs blocks until the
+// node's inputs are computed, skipping those in `same_batch` (they are
+// computed earlier in the same batch); it returns false, with the node's
+// error set, when an input failed. finish_node publishes the node: status
+// available (or failed, with its buffer dropped) and inputs detached.
+bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch);
+void finish_node(array& node);
 
 // Provided by the GPU backend (or its stub in a CPU-only build).
 bool gpu_available();
@@ -21,6 +32,10 @@ void gpu_begin_node(const Stream& stream);
 // wrote (consumers wait on it) and keeps `inputs` alive until the stream
 // has passed the node's kernels.
 void gpu_end_node(const Stream& stream, std::vector<array>&& inputs);
+// Evaluates a batch (consecutive nodes of one eval on one GPU stream), on
+// the stream's worker; may record them into one CUDA graph. Resets each
+// handle in `nodes` once that node is published.
+void gpu_evaluate_batch(std::vector<array>& nodes, const Stream& stream);
 // Blocks until the last GPU write of a's buffer has finished.
 void gpu_wait_ready(const array& a);
 // Blocks until the stream's device work has finished.

@@ -244,6 +244,26 @@ TEST_F(Gpu, Indexing) {
     expect_same([&](StreamOrDevice s) { return concatenate({a, transpose(other, {2, 1, 0})}, 1, s); }, 0, "concatenate");
     expect_same([&](StreamOrDevice s) { return stack({a, a}, 3, s); }, 0, "stack");
   }
+  // Out-of-range indices: the GPU reports the CPU's error (deferred to the
+  // eval that waits on the gather), and the stream goes on working.
+  array a = random_array({13, 17});
+  for (auto [bad, what] : {std::pair{13, "13"}, std::pair{-14, "-14"}}) {
+    array idx = array({1, bad, 2}, int32);
+    try {
+      eval(take(a, idx, 0, Device::gpu));
+      ADD_FAILURE() << "take with index " << bad << " did not throw on the GPU";
+    } catch (const Error& e) {
+      std::string m = e.what();
+      EXPECT_NE(m.find("[take] index " + std::string(what) + " is out of range for an axis of size 13"), std::string::npos) << m;
+    }
+  }
+  try {
+    eval(take_along_axis(a, full({13, 2}, 17, int32), 1, Device::gpu));
+    ADD_FAILURE() << "take_along_axis with index 17 did not throw on the GPU";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[take_along_axis] index 17"), std::string::npos) << e.what();
+  }
+  expect_same([&](StreamOrDevice s) { return take(a, array({12, -13}, int32), 0, s); }, 0, "take after errors");
 }
 
 TEST_F(Gpu, RandomAndArange) {

@@ -4,6 +4,8 @@
 // (migrating a host-only buffer to the device on first use).
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/array_desc.h"
@@ -48,5 +50,18 @@ void* scratch(size_t bytes, const char* op);
 // dst[i] = convert(src[i]) over `shape`, element strides for each side.
 void copy_strided(const char* src, Dtype sd, const Shape& shape, const Strides& src_strides, char* dst, Dtype dd,
                   const Strides& dst_strides, const char* op);
+
+// Deferred index errors: a gather kernel cannot throw, so it clamps a bad
+// index (no out-of-bounds read) and writes it into a slot of host-mapped
+// memory. Once the node's kernels have finished the host reads the slot;
+// the next eval or synchronize that waits on the stream's work then throws a
+// kiln::Error built by `describe(bad_index)`. Returns nullptr (no check)
+// when the slots run out.
+struct IndexErrorSlot {
+  int flag;
+  int pad;
+  long long value;
+};
+IndexErrorSlot* index_error_slot(std::function<std::string(int64_t)> describe);
 
 }  // namespace kiln::cuda

@@ -2,24 +2,41 @@
 // per kiln GPU stream, device memory, events between streams and the host,
 // and lazy migration of buffers between host and device.
 //
-// Ordering model: every node evaluated on a GPU stream records an event
-// after its kernels into each buffer it wrote (Buffer::event). A GPU
-// consumer on another stream waits on it with cudaStreamWaitEvent (in_ptr);
-// a host reader waits on it before copying the device copy over
-// (copy_device_to_host); eval waits on the outputs' events. Inputs (and
-// scratch buffers) of a node are held in a per-stream in-flight list until
-// an event recorded after the node's kernels has completed, so a buffer's
-// device memory is never reused while a kernel may still read it.
+// Ordering model: after a node's kernels (or after a CUDA graph holding a
+// whole batch of nodes) one event is recorded and shared by every buffer
+// written (Buffer::event). A GPU consumer on another stream waits on it
+// with cudaStreamWaitEvent (in_ptr); a host reader waits on it before
+// copying the device copy over (copy_device_to_host); eval waits on the
+// outputs' events. Inputs (and scratch buffers) are held in a per-stream
+// in-flight list until that event has completed, so a buffer's device
+// memory is never reused while a kernel may still read it.
+//
+// Batches (the encoder): the nodes one eval hands to a GPU stream are
+// recorded by stream capture into one CUDA graph and launched at once
+// (gpu_evaluate_batch); executables are cached by the batch's signature
+// (graph_encoder.h). While a batch is captured nothing runs, so: its nodes
+// are published only after the launch, inputs a node needs from the host
+// are uploaded synchronously on a side stream, waits on other streams
+// become external event-wait nodes, and device frees are deferred until no
+// capture is under way. Any failure while capturing discards the graph and
+// evaluates the batch eagerly, node by node, so errors land on the right
+// node exactly as without graphs.
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/graph_encoder.h"
+#include "core/primitive.h"
 #include "core/scheduler.h"
 
 namespace kiln {
@@ -78,17 +95,122 @@ class EventPool {
   std::vector<cudaEvent_t> free_;
 };
 
+// A pooled event owned by every buffer and in-flight record that uses it.
+std::shared_ptr<void> new_event() {
+  cudaEvent_t e = EventPool::instance().get();
+  return std::shared_ptr<void>(e, [](void* p) { EventPool::instance().put(static_cast<cudaEvent_t>(p)); });
+}
+cudaEvent_t raw(const std::shared_ptr<void>& e) { return static_cast<cudaEvent_t>(e.get()); }
+
+struct IndexCheck {
+  IndexErrorSlot* slot;
+  std::function<std::string(int64_t)> describe;
+};
+
+// Host-mapped slots for deferred index errors, allocated once per process
+// (outside any capture) and recycled when their node retires.
+class IndexSlotPool {
+ public:
+  static IndexSlotPool& instance() {
+    static IndexSlotPool* p = new IndexSlotPool();
+    return *p;
+  }
+  IndexErrorSlot* get() {
+    std::lock_guard lock(mutex_);
+    if (!base_) {
+      constexpr size_t kSlots = 1 << 14;
+      void* p = nullptr;
+      if (cudaHostAlloc(&p, kSlots * sizeof(IndexErrorSlot), cudaHostAllocMapped) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+      }
+      base_ = static_cast<IndexErrorSlot*>(p);
+      for (size_t i = 0; i < kSlots; ++i) free_.push_back(base_ + i);
+    }
+    if (free_.empty()) return nullptr;
+    IndexErrorSlot* s = free_.back();
+    free_.pop_back();
+    s->flag = 0;
+    return s;
+  }
+  void put(IndexErrorSlot* s) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(s);
+  }
+
+ private:
+  std::mutex mutex_;
+  IndexErrorSlot* base_ = nullptr;
+  std::vector<IndexErrorSlot*> free_;
+};
+
 struct InFlight {
-  cudaEvent_t done;
+  std::shared_ptr<void> done;
   std::vector<array> inputs;
   std::vector<std::shared_ptr<Buffer>> scratch;
+  std::vector<IndexCheck> checks;
+  int64_t staging_mark = -1;  // staging ring position freed when done (-1: none)
 };
+
+// Pinned host memory through which small host inputs reach the device: a
+// copy from pageable memory is synchronous (and in a capture it is not
+// allowed at all), one from pinned memory is an ordinary async copy (a
+// memcpy node in a graph). Space is handed out in stream order and freed
+// when the in-flight record of the node that used it retires.
+class StagingRing {
+ public:
+  static constexpr size_t kBytes = size_t{4} << 20;
+  static constexpr size_t kMaxItem = size_t{64} << 10;  // larger inputs use the plain path
+
+  // Called when the stream is created (pinned allocation is not allowed
+  // during a capture); without it take() always says full.
+  void init() {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, kBytes, cudaHostAllocDefault) != cudaSuccess) {
+      cudaGetLastError();
+      return;
+    }
+    base_ = static_cast<char*>(p);
+  }
+
+  // Space for `bytes` (64-byte aligned), or nullptr when the ring is full.
+  char* take(size_t bytes) {
+    if (!base_) return nullptr;
+    bytes = (bytes + 63) & ~size_t{63};
+    std::lock_guard lock(mutex_);
+    // Positions grow without bound; the live window is [tail_, head_).
+    size_t at = head_ % kBytes;
+    size_t skip = (at + bytes > kBytes) ? kBytes - at : 0;  // never wrap an item
+    if (head_ + skip + bytes - tail_ > kBytes) return nullptr;
+    head_ += skip;
+    char* p = base_ + head_ % kBytes;
+    head_ += bytes;
+    return p;
+  }
+  int64_t mark() {
+    std::lock_guard lock(mutex_);
+    return static_cast<int64_t>(head_);
+  }
+  void release_to(int64_t mark) {
+    std::lock_guard lock(mutex_);
+    if (mark > static_cast<int64_t>(tail_)) tail_ = static_cast<size_t>(mark);
+  }
+
+ private:
+  std::mutex mutex_;
+  char* base_ = nullptr;
+  size_t head_ = 0, tail_ = 0;
+};
+
 
 struct StreamState {
   cudaStream_t stream = nullptr;
   int device = 0;
-  std::mutex mutex;  // guards in_flight (the worker and synchronize)
+  std::mutex mutex;  // guards in_flight and error (the worker and host waits)
   std::deque<InFlight> in_flight;
+  std::string error;  // a deferred index error not yet reported
+  StagingRing staging;
+  bool staged = false;  // this node (or batch) used the staging ring
 
   // Releases the records whose kernels have finished (all of them when wait).
   void retire(bool wait) {
@@ -96,16 +218,38 @@ struct StreamState {
     {
       std::lock_guard lock(mutex);
       while (!in_flight.empty()) {
-        cudaError_t e = wait ? cudaEventSynchronize(in_flight.front().done) : cudaEventQuery(in_flight.front().done);
+        cudaEvent_t ev = raw(in_flight.front().done);
+        cudaError_t e = wait ? cudaEventSynchronize(ev) : cudaEventQuery(ev);
         if (e == cudaErrorNotReady) break;
         if (e != cudaSuccess) throw_cuda_error("synchronize", "cudaEventQuery", e);
+        for (auto& c : in_flight.front().checks) {
+          if (reinterpret_cast<volatile IndexErrorSlot*>(c.slot)->flag && error.empty()) {
+            error = c.describe(reinterpret_cast<volatile IndexErrorSlot*>(c.slot)->value);
+          }
+          IndexSlotPool::instance().put(c.slot);
+        }
+        if (in_flight.front().staging_mark >= 0) staging.release_to(in_flight.front().staging_mark);
         done.push_back(std::move(in_flight.front()));
         in_flight.pop_front();
       }
     }
     // Outside the lock: dropping inputs frees buffers.
-    for (auto& f : done) EventPool::instance().put(f.done);
+    done.clear();
   }
+
+  // Throws (once) the deferred index error found by retire.
+  void throw_deferred_error() {
+    std::string e;
+    {
+      std::lock_guard lock(mutex);
+      e.swap(error);
+    }
+    if (!e.empty()) throw Error(e);
+  }
+
+  // Host-to-device uploads while this stream is being captured.
+  cudaStream_t upload = nullptr;
+  GraphExecCache graphs;
 };
 
 std::mutex streams_mutex;
@@ -122,14 +266,46 @@ StreamState& stream_state(const Stream& s) {
     slot->device = s.device.index;
     KILN_CUDA_CHECK("stream", cudaSetDevice(s.device.index));
     KILN_CUDA_CHECK("stream", cudaStreamCreateWithFlags(&slot->stream, cudaStreamNonBlocking));
+    KILN_CUDA_CHECK("stream", cudaStreamCreateWithFlags(&slot->upload, cudaStreamNonBlocking));
+    slot->staging.init();
   }
   return *slot;
+}
+
+StreamState* find_stream_state(int index) {
+  std::lock_guard lock(streams_mutex);
+  auto it = stream_table().find(index);
+  return it == stream_table().end() ? nullptr : it->second.get();
 }
 
 thread_local StreamState* tl_state = nullptr;
 thread_local int tl_stream_index = -1;
 thread_local std::vector<Buffer*> tl_written;
 thread_local std::vector<std::shared_ptr<Buffer>> tl_scratch;
+thread_local std::vector<IndexCheck> tl_checks;
+thread_local bool tl_capturing = false;
+
+// Checks registered by a node whose kernels will not run (a failed capture).
+void drop_index_checks() {
+  for (auto& c : tl_checks) IndexSlotPool::instance().put(c.slot);
+  tl_checks.clear();
+}
+
+// Device frees wait while any stream is being captured (cudaFree would
+// synchronize the device, which a capture forbids).
+std::atomic<int> captures_underway{0};
+std::mutex deferred_mutex;
+std::vector<void*> deferred_frees;
+
+void flush_deferred_frees() {
+  std::vector<void*> frees;
+  {
+    std::lock_guard lock(deferred_mutex);
+    if (captures_underway.load() != 0) return;
+    frees.swap(deferred_frees);
+  }
+  for (void* p : frees) cudaFree(p);
+}
 
 }  // namespace
 
@@ -149,20 +325,46 @@ int device_sm_count() { return device_info().sm_count; }
 const char* in_ptr(const array& a) {
   const auto& d = *a.desc();
   Buffer& b = *d.buffer;
-  if (!(b.valid() & Buffer::kDevice)) {
+  std::shared_ptr<void> event;
+  int event_stream;
+  {
     std::lock_guard lock(b.migrate_mutex());
     if (!(b.valid() & Buffer::kDevice)) {
       if (!b.device_raw()) b.set_device_raw(allocator::device_alloc(b.size(), "to_device"));
-      KILN_CUDA_CHECK("to_device", cudaMemcpyAsync(b.device_raw(), b.host_raw(), b.size(), cudaMemcpyHostToDevice,
-                                                   current_stream()));
-      if (!b.event) b.event = EventPool::instance().get();
-      KILN_CUDA_CHECK("to_device", cudaEventRecord(static_cast<cudaEvent_t>(b.event), current_stream()));
-      b.event_stream = tl_stream_index;
+      char* staged = b.size() <= StagingRing::kMaxItem ? tl_state->staging.take(b.size()) : nullptr;
+      if (staged) {
+        // Small input: an async copy through pinned memory. In a capture it
+        // runs on the side stream now, and the graph waits on its event.
+        std::memcpy(staged, b.host_raw(), b.size());
+        cudaStream_t on = tl_capturing ? tl_state->upload : current_stream();
+        KILN_CUDA_CHECK("to_device", cudaMemcpyAsync(b.device_raw(), staged, b.size(), cudaMemcpyHostToDevice, on));
+        b.event = new_event();
+        KILN_CUDA_CHECK("to_device", cudaEventRecord(raw(b.event), on));
+        b.event_stream = tl_capturing ? -1 : tl_stream_index;
+        tl_state->staged = true;
+      } else if (tl_capturing) {
+        // Nothing on the captured stream runs before the launch: upload now.
+        KILN_CUDA_CHECK("to_device", cudaMemcpyAsync(b.device_raw(), b.host_raw(), b.size(), cudaMemcpyHostToDevice,
+                                                     tl_state->upload));
+        KILN_CUDA_CHECK("to_device", cudaStreamSynchronize(tl_state->upload));
+        b.event.reset();
+        b.event_stream = -1;
+      } else {
+        KILN_CUDA_CHECK("to_device", cudaMemcpyAsync(b.device_raw(), b.host_raw(), b.size(), cudaMemcpyHostToDevice,
+                                                     current_stream()));
+        b.event = new_event();
+        KILN_CUDA_CHECK("to_device", cudaEventRecord(raw(b.event), current_stream()));
+        b.event_stream = tl_stream_index;
+      }
       b.set_valid(b.valid() | Buffer::kDevice);
     }
+    event = b.event;
+    event_stream = b.event_stream;
   }
-  if (b.event && b.event_stream != tl_stream_index) {
-    KILN_CUDA_CHECK("wait", cudaStreamWaitEvent(current_stream(), static_cast<cudaEvent_t>(b.event), 0));
+  if (event && event_stream != tl_stream_index) {
+    // In a capture, an event recorded outside it becomes an event-wait node.
+    unsigned flags = tl_capturing ? cudaEventWaitExternal : cudaEventWaitDefault;
+    KILN_CUDA_CHECK("wait", cudaStreamWaitEvent(current_stream(), raw(event), flags));
   }
   return static_cast<const char*>(b.device_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
 }
@@ -200,6 +402,12 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
   allocate(out, op);
 }
 
+IndexErrorSlot* index_error_slot(std::function<std::string(int64_t)> describe) {
+  IndexErrorSlot* s = IndexSlotPool::instance().get();
+  if (s) tl_checks.push_back({s, std::move(describe)});
+  return s;
+}
+
 void* scratch(size_t bytes, const char* op) {
   auto b = allocator::malloc_device(bytes, op);
   void* p = b->device_raw();
@@ -228,32 +436,164 @@ void gpu_begin_node(const Stream& stream) {
   }
   tl_written.clear();
   tl_scratch.clear();
+  // Left over only by a node that threw after launching: its slots may
+  // still be written, so they are not recycled.
+  tl_checks.clear();
 }
 
-void gpu_end_node(const Stream& stream, std::vector<array>&& inputs) {
-  StreamState& st = *tl_state;
+namespace {
+
+// Publishes what the kernels enqueued since gpu_begin_node (one node, or a
+// whole captured batch) wrote: one event after them, shared by the written
+// buffers, and an in-flight record holding `held` and the scratch buffers.
+void record_completion(StreamState& st, int stream_index, std::vector<array>&& held) {
+  auto done = new_event();
+  KILN_CUDA_CHECK("event", cudaEventRecord(raw(done), st.stream));
   for (Buffer* b : tl_written) {
-    if (!b->event) b->event = EventPool::instance().get();
-    KILN_CUDA_CHECK("event", cudaEventRecord(static_cast<cudaEvent_t>(b->event), st.stream));
-    b->event_stream = stream.index;
+    std::lock_guard lock(b->migrate_mutex());
+    b->event = done;
+    b->event_stream = stream_index;
   }
   tl_written.clear();
-  std::vector<array> held = std::move(inputs);
-  inputs.clear();
-  if (!held.empty() || !tl_scratch.empty()) {
-    InFlight f{EventPool::instance().get(), std::move(held), std::move(tl_scratch)};
-    KILN_CUDA_CHECK("event", cudaEventRecord(f.done, st.stream));
+  if (!held.empty() || !tl_scratch.empty() || !tl_checks.empty() || st.staged) {
+    InFlight f{std::move(done), std::move(held), std::move(tl_scratch), std::move(tl_checks),
+               st.staged ? st.staging.mark() : -1};
+    st.staged = false;
     std::lock_guard lock(st.mutex);
     st.in_flight.push_back(std::move(f));
   }
   tl_scratch.clear();
+  tl_checks.clear();
   st.retire(false);
+}
+
+// Records nodes [begin, end) into one CUDA graph and launches it. Returns
+// false, with nothing run and nothing published, when the batch could not
+// be captured (the caller then evaluates it eagerly).
+bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const Stream& stream) {
+  std::unordered_set<const ArrayDesc*> batch;
+  for (size_t i = begin; i < end; ++i) batch.insert(nodes[i].desc().get());
+  // Inputs from other streams or earlier evals must be computed (enqueued)
+  // before the capture; a failed one is left to the eager path to report.
+  for (size_t i = begin; i < end; ++i) {
+    if (!wait_for_inputs(*nodes[i].desc(), &batch)) return false;
+  }
+  gpu_begin_node(stream);
+  StreamState& st = *tl_state;
+  const uint64_t key = batch_signature(nodes, begin, end);
+  if (cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  using Clock = std::chrono::steady_clock;
+  auto ns = [](Clock::time_point a, Clock::time_point b) {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+  };
+  const auto t_begin = Clock::now();
+  tl_capturing = true;
+  ++captures_underway;
+  bool ok = true;
+  for (size_t i = begin; i < end && ok; ++i) {
+    ArrayDesc& d = *nodes[i].desc();
+    try {
+      d.primitive->eval_gpu(d.inputs, nodes[i]);
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  tl_capturing = false;
+  const auto t_captured = Clock::now();
+  cudaGraph_t graph = nullptr;
+  cudaError_t ended = cudaStreamEndCapture(st.stream, &graph);
+  --captures_underway;
+  flush_deferred_frees();
+  cudaGraphExec_t exec = nullptr;
+  if (ok && ended == cudaSuccess && graph) {
+    try {
+      exec = st.graphs.get(key, graph, st.stream, end - begin);
+    } catch (const std::exception&) {
+      exec = nullptr;
+    }
+  }
+  if (graph) cudaGraphDestroy(graph);
+  if (!exec) {
+    cudaGetLastError();
+    // Nothing ran: forget the outputs and what was registered for them.
+    for (size_t i = begin; i < end; ++i) nodes[i].desc()->buffer.reset();
+    tl_written.clear();
+    tl_scratch.clear();
+    drop_index_checks();
+    count_graph_fallback();
+    return false;
+  }
+  std::string error;
+  const auto t_prepared = Clock::now();
+  try {
+    KILN_CUDA_CHECK("graph", cudaGraphLaunch(exec, st.stream));
+    count_graph_time(ns(t_begin, t_captured), ns(t_captured, t_prepared), ns(t_prepared, Clock::now()));
+    std::vector<array> held;
+    for (size_t i = begin; i < end; ++i) {
+      auto& in = nodes[i].desc()->inputs;
+      held.insert(held.end(), std::make_move_iterator(in.begin()), std::make_move_iterator(in.end()));
+      in.clear();
+    }
+    record_completion(st, stream.index, std::move(held));
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  for (size_t i = begin; i < end; ++i) {
+    if (!error.empty()) nodes[i].desc()->error = error;
+    finish_node(nodes[i]);
+    nodes[i] = array(std::shared_ptr<ArrayDesc>());
+  }
+  return true;
+}
+
+}  // namespace
+
+void gpu_end_node(const Stream& stream, std::vector<array>&& inputs) {
+  std::vector<array> held = std::move(inputs);
+  inputs.clear();
+  record_completion(*tl_state, stream.index, std::move(held));
+}
+
+void gpu_evaluate_batch(std::vector<array>& nodes, const Stream& stream) {
+  GraphSettings& gs = graph_settings();
+  size_t i = 0;
+  while (i < nodes.size()) {
+    // A graph keeps its outputs alive until it completes: cut long or
+    // large batches into several graphs.
+    size_t j = i, bytes = 0;
+    while (j < nodes.size() && j - i < gs.max_nodes) {
+      size_t b = nodes[j].nbytes();
+      if (j > i && bytes + b > gs.max_bytes) break;
+      bytes += b;
+      ++j;
+    }
+    if (!gs.enabled || j - i < gs.min_nodes || !launch_as_graph(nodes, i, j, stream)) {
+      for (size_t k = i; k < j; ++k) {
+        evaluate_node(nodes[k], stream);
+        nodes[k] = array(std::shared_ptr<ArrayDesc>());
+      }
+    }
+    i = j;
+  }
 }
 
 void gpu_wait_ready(const array& a) {
   const auto& b = a.desc()->buffer;
-  if (b && b->event && (b->valid() & Buffer::kDevice)) {
-    KILN_CUDA_CHECK("eval", cudaEventSynchronize(static_cast<cudaEvent_t>(b->event)));
+  if (!b || !(b->valid() & Buffer::kDevice)) return;
+  std::shared_ptr<void> event;
+  {
+    std::lock_guard lock(b->migrate_mutex());
+    event = b->event;
+  }
+  if (!event) return;
+  KILN_CUDA_CHECK("eval", cudaEventSynchronize(raw(event)));
+  // The work up to that event is done: report an index error it met.
+  if (StreamState* st = find_stream_state(b->event_stream)) {
+    st->retire(false);
+    st->throw_deferred_error();
   }
 }
 
@@ -261,6 +601,7 @@ void gpu_synchronize(const Stream& s) {
   StreamState& st = stream_state(s);
   KILN_CUDA_CHECK("synchronize", cudaStreamSynchronize(st.stream));
   st.retire(true);
+  st.throw_deferred_error();
 }
 
 namespace gpu {
@@ -273,13 +614,25 @@ void* raw_device_malloc(size_t bytes) {
   }
   return p;
 }
-void raw_device_free(void* p) { cudaFree(p); }
+void raw_device_free(void* p) {
+  {
+    std::lock_guard lock(deferred_mutex);
+    if (captures_underway.load() != 0) {
+      deferred_frees.push_back(p);
+      return;
+    }
+  }
+  cudaFree(p);
+}
+// Called with b's migrate mutex held (Buffer::migrate_to_host).
 void copy_device_to_host(Buffer& b, void* host) {
-  if (b.event) KILN_CUDA_CHECK("to_host", cudaEventSynchronize(static_cast<cudaEvent_t>(b.event)));
+  if (b.event) KILN_CUDA_CHECK("to_host", cudaEventSynchronize(raw(b.event)));
   KILN_CUDA_CHECK("to_host", cudaMemcpy(host, b.device_raw(), b.size(), cudaMemcpyDeviceToHost));
 }
-void release_event(void* event) { EventPool::instance().put(static_cast<cudaEvent_t>(event)); }
 void synchronize_all() {
+  // A capture forbids device-wide synchronization; the allocation that
+  // asked then fails, and its batch runs again eagerly.
+  if (tl_capturing) return;
   if (gpu_available()) cudaDeviceSynchronize();
 }
 }  // namespace gpu

@@ -1,8 +1,9 @@
 // Gathers (take, take_along_axis) and concatenate. Elements are moved as
 // raw 1/2/4/8-byte words; the index dtype is a run-time switch. Negative
 // indices wrap as on the CPU. An index out of range is clamped to the axis
-// (the CPU throws; checking on the GPU would need a device-to-host sync per
-// gather, which a later change can add as a deferred error flag).
+// (nothing is read out of bounds) and written to a deferred-error slot: the
+// next eval or synchronize that waits on the stream throws the same
+// kiln::Error the CPU throws at once (cuda_common.h, index_error_slot).
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
 #include "core/primitives.h"
@@ -11,7 +12,8 @@ namespace kiln {
 namespace cuda {
 namespace {
 
-__device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i, int64_t extent) {
+__device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i, int64_t extent,
+                                              IndexErrorSlot* err) {
   int64_t v;
   switch (t) {
     case Dtype::uint8: v = reinterpret_cast<const uint8_t*>(p)[i]; break;
@@ -21,8 +23,15 @@ __device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i,
     case Dtype::bool_: v = reinterpret_cast<const bool*>(p)[i]; break;
     default: v = reinterpret_cast<const int64_t*>(p)[i]; break;
   }
-  if (v < 0) v += extent;
-  return v < 0 ? 0 : (v >= extent ? extent - 1 : v);
+  int64_t w = v < 0 ? v + extent : v;
+  if (w >= 0 && w < extent) return w;
+  if (err) {
+    // Plain stores (no atomics on host memory): any bad index may win.
+    volatile IndexErrorSlot* e = err;
+    e->value = v;
+    e->flag = 1;
+  }
+  return w < 0 ? 0 : extent - 1;
 }
 
 struct GatherArgs {
@@ -34,7 +43,7 @@ struct GatherArgs {
 
 template <typename E>
 __global__ void gather_kernel(const E* __restrict__ a, const char* __restrict__ idx, Dtype it, E* __restrict__ out,
-                              GatherArgs g, int64_t n) {
+                              GatherArgs g, int64_t n, IndexErrorSlot* err) {
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
     int64_t r = t % g.inner;
@@ -45,7 +54,7 @@ __global__ void gather_kernel(const E* __restrict__ a, const char* __restrict__ 
     g.outer.offsets(o, off);
     g.idx.offsets(j, ioff);
     g.slab.offsets(r, soff);
-    out[t] = a[off[0] + read_index(idx, it, ioff[0], g.extent) * g.axis_stride + soff[0]];
+    out[t] = a[off[0] + read_index(idx, it, ioff[0], g.extent, err) * g.axis_stride + soff[0]];
   }
 }
 
@@ -59,7 +68,7 @@ struct AxisArgs {
 
 template <typename E>
 __global__ void gather_axis_kernel(const E* __restrict__ a, const char* __restrict__ idx, Dtype it, E* __restrict__ out,
-                                   AxisArgs g, int64_t n) {
+                                   AxisArgs g, int64_t n, IndexErrorSlot* err) {
   int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n; t += stride) {
     int64_t rem = t, aoff = 0, ioff = 0;
@@ -69,7 +78,7 @@ __global__ void gather_axis_kernel(const E* __restrict__ a, const char* __restri
       ioff += pos * g.i_strides[k];
       if (k != g.axis) aoff += pos * g.a_strides[k];
     }
-    aoff += read_index(idx, it, ioff, g.extent) * g.a_strides[g.axis];
+    aoff += read_index(idx, it, ioff, g.extent, err) * g.a_strides[g.axis];
     out[t] = a[aoff];
   }
 }
@@ -82,6 +91,16 @@ Strided<1> layout1(const Shape& shape, const Strides& strides, const char* op) {
     st.push_back(0);
   }
   return make_strided<1>(s, {&st}, op);
+}
+
+// The message the CPU gives for the same bad index.
+IndexErrorSlot* error_slot(const char* op, const array& a, const array& idx, int64_t extent) {
+  return index_error_slot([op, extent, ashape = a.shape(), at = a.dtype(), ishape = idx.shape(),
+                           it = idx.dtype()](int64_t v) {
+    return std::string("[") + op + "] index " + std::to_string(v) + " is out of range for an axis of size " +
+           std::to_string(extent) + "; inputs: " + format_shape(ashape) + " " + dtype_name(at) + ", indices " +
+           format_shape(ishape) + " " + dtype_name(it) + " (found on the GPU)";
+  });
 }
 
 template <typename Launch>
@@ -121,10 +140,11 @@ void Gather::eval_gpu(const std::vector<array>& inputs, array& out) {
   char* po = cuda::out_ptr(out);
   cudaStream_t s = cuda::current_stream();
   Dtype it = idx.dtype();
+  cuda::IndexErrorSlot* err = cuda::error_slot("take", a, idx, g.extent);
   cuda::by_item_size(a.itemsize(), [&](auto tag) {
     using E = typename decltype(tag)::type;
     cuda::gather_kernel<E><<<cuda::grid_for(n, 4, 256), 256, 0, s>>>(reinterpret_cast<const E*>(pa), pi, it,
-                                                                     reinterpret_cast<E*>(po), g, n);
+                                                                     reinterpret_cast<E*>(po), g, n, err);
   });
   KILN_CUDA_CHECK_LAUNCH("take");
 }
@@ -151,10 +171,11 @@ void GatherAxis::eval_gpu(const std::vector<array>& inputs, array& out) {
   char* po = cuda::out_ptr(out);
   cudaStream_t s = cuda::current_stream();
   Dtype it = idx.dtype();
+  cuda::IndexErrorSlot* err = cuda::error_slot("take_along_axis", a, idx, g.extent);
   cuda::by_item_size(a.itemsize(), [&](auto tag) {
     using E = typename decltype(tag)::type;
     cuda::gather_axis_kernel<E><<<cuda::grid_for(n, 4, 256), 256, 0, s>>>(reinterpret_cast<const E*>(pa), pi, it,
-                                                                          reinterpret_cast<E*>(po), g, n);
+                                                                          reinterpret_cast<E*>(po), g, n, err);
   });
   KILN_CUDA_CHECK_LAUNCH("take_along_axis");
 }
