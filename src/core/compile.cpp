@@ -515,6 +515,15 @@ std::string Compiled::structure() const {
   return s;
 }
 
+void* Compiled::codegen_kernel(const std::string& layouts, const std::function<void*()>& build) {
+  std::lock_guard lock(codegen_mutex_);
+  auto it = codegen_kernels_.find(layouts);
+  if (it != codegen_kernels_.end()) return it->second;
+  void* fn = build();
+  codegen_kernels_[layouts] = fn;
+  return fn;
+}
+
 void Compiled::eval_gpu(const std::vector<array>&, array&) {
   throw Error("[Compiled] fused kernels run on the CPU only; compile does not fuse GPU nodes");
 }

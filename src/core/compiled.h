@@ -3,6 +3,8 @@
 // the placeholder primitive of traced inputs, and hooks the tests use to
 // look at what tracing did.
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,11 +49,18 @@ class Compiled : public Primitive {
   // Backend state built on first use (the CPU's tile program).
   struct CpuProgram;
 
+  // The generated CPU kernel for one input layout pattern (see
+  // compiled_codegen.h), built by `build` on first use; null when the
+  // generated code cannot run it.
+  void* codegen_kernel(const std::string& layouts, const std::function<void*()>& build);
+
  private:
   std::vector<Dtype> input_dtypes_;
   std::vector<FusedStep> steps_;
   std::once_flag cpu_once_;
   std::shared_ptr<CpuProgram> cpu_;
+  std::mutex codegen_mutex_;
+  std::map<std::string, void*> codegen_kernels_;
 };
 
 // The inputs of a traced function: never evaluated.
@@ -70,6 +79,26 @@ struct CompileStats {
   int final_nodes = 0;       // nodes of the replayed tape
   int constants = 0;         // arrays captured by fn
 };
+// How the CPU runs fused regions: the blocked interpreter, generated C++
+// (falling back to the interpreter where it cannot), or `automatic`, the
+// measured rule (compiled_codegen.cpp). KILN_COMPILE_BACKEND=interp|codegen|auto
+// picks it; set_compile_backend overrides the environment (tests).
+enum class CompileBackend { interp, codegen, automatic };
+CompileBackend compile_backend();
+void set_compile_backend(CompileBackend b);
+void clear_compile_backend();
+
+// What the code generator did so far in this process.
+struct CodegenCounters {
+  int64_t compiler_runs = 0;  // host compiler invocations
+  int64_t disk_loads = 0;     // kernels loaded from the disk cache without compiling
+  int64_t failures = 0;       // kernels that could not be built (the interpreter ran them)
+};
+CodegenCounters codegen_counters();
+// Forgets the in-memory kernel cache (the disk cache stays), so that the
+// next compile of a structure goes to the disk cache (tests).
+void clear_codegen_memory_cache();
+
 // Number of traces done so far by every compiled function.
 int64_t compile_trace_count();
 CompileStats last_compile_stats();

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "bench.h"
+#include "core/compiled.h"
 
 namespace kiln::bench {
 namespace {
@@ -82,20 +83,41 @@ void add_elementwise(std::vector<DrillSpec>& out, int64_t n) {
     return std::vector<array>{gelu_approx(in[0] + in[1])};
   };
 
+  // The fused rows: compile's default CPU backend, then each backend forced
+  // (the interpreter and generated C++; see "compile backends" in
+  // docs/performance.md).
+  struct Variant {
+    const char* name;
+    bool fused;
+    std::optional<detail::CompileBackend> backend;
+  };
+  const Variant variants[] = {{"add_gelu_two_ops", false, std::nullopt},
+                              {"add_gelu_fused", true, std::nullopt},
+                              {"add_gelu_fused_interp", true, detail::CompileBackend::interp},
+                              {"add_gelu_fused_codegen", true, detail::CompileBackend::codegen}};
   for (Dtype dtype : {float32, bfloat16}) {
     const double item = static_cast<double>(size_of(dtype));
-    for (bool fused : {false, true}) {
+    for (const Variant& v : variants) {
+      const bool fused = v.fused;
+      const auto backend = v.backend;
       // Unfused, add writes x + z and gelu reads it back: its real traffic.
       const double bytes = (fused ? 3 : 5) * item * nd;
-      out.push_back({"D1", fused ? "add_gelu_fused" : "add_gelu_two_ops", dtype, {n}, bytes,
-                     (1 + kGeluFlops) * nd, [=] {
+      out.push_back({"D1", v.name, dtype, {n}, bytes, (1 + kGeluFlops) * nd, [=] {
         auto st = std::make_shared<DrillState>();
         st->inputs = {random_input(shape, dtype, 1), random_input(shape, dtype, 2)};
         st->out_elements = n;
         DrillCase c;
         if (fused) {
           ArrayFn compiled = compile(fused_add_gelu);
-          c = kiln_case(st, [compiled](const std::vector<array>& in) { return compiled(in)[0]; });
+          c = kiln_case(st, [compiled, backend](const std::vector<array>& in) {
+            // Read when the graph is evaluated, right after this returns.
+            if (backend) {
+              detail::set_compile_backend(*backend);
+            } else {
+              detail::clear_compile_backend();
+            }
+            return compiled(in)[0];
+          });
         } else {
           c = kiln_case(st, [](const std::vector<array>& in) { return gelu_approx(in[0] + in[1]); });
         }

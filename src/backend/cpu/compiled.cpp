@@ -13,9 +13,11 @@
 #include <cstring>
 
 #include "backend/cpu/cast.h"
+#include "backend/cpu/compiled_codegen.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/op_functors.h"
+#include "backend/cpu/simd_math.h"
 #include "backend/cpu/strided.h"
 #include "backend/cpu/threading.h"
 #include "core/compiled.h"
@@ -29,14 +31,42 @@ constexpr int64_t kSlotBytes = kTile * 8;
 
 using cpu::compute_t;
 
-// The compute representation of a value of storage type T.
+// The compute representation of a value of storage type T. The 16-bit
+// conversions are the branch-free ones of kernel_math.inc (bit-exact with
+// dtype.h's) so that these loops vectorize.
 template <typename T>
 inline compute_t<T> stored(compute_t<T> v) {
-  if constexpr (cpu::is_half_v<T>) {
-    return static_cast<float>(T(v));
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return cpu::simd::round_bf16(v);
+  } else if constexpr (std::is_same_v<T, float16_t>) {
+    return cpu::simd::round_f16(v);
   } else {
     return v;
   }
+}
+
+template <typename T>
+inline compute_t<T> to_compute(T v) {
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return cpu::simd::bf16_to_float(v.bits);
+  } else if constexpr (std::is_same_v<T, float16_t>) {
+    return cpu::simd::f16_to_float(v.bits);
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+inline T to_storage(compute_t<T> v) {
+  T out{};
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    out.bits = cpu::simd::float_to_bf16(v);
+  } else if constexpr (std::is_same_v<T, float16_t>) {
+    out.bits = cpu::simd::float_to_f16(v);
+  } else {
+    out = v;
+  }
+  return out;
 }
 
 using StepFn = void (*)(void* out, const void* a, const void* b, const void* c, int64_t n);
@@ -129,14 +159,14 @@ template <typename T>
 void load_contiguous(void* dst, const void* src, int64_t n) {
   const T* s = static_cast<const T*>(src);
   compute_t<T>* d = static_cast<compute_t<T>*>(dst);
-  for (int64_t i = 0; i < n; ++i) d[i] = static_cast<compute_t<T>>(s[i]);
+  for (int64_t i = 0; i < n; ++i) d[i] = to_compute(s[i]);
 }
 // Compute representation -> storage, contiguous.
 template <typename T>
 void store_contiguous(void* dst, const void* src, int64_t n) {
   const compute_t<T>* s = static_cast<const compute_t<T>*>(src);
   T* d = static_cast<T*>(dst);
-  for (int64_t i = 0; i < n; ++i) d[i] = T(s[i]);
+  for (int64_t i = 0; i < n; ++i) d[i] = to_storage<T>(s[i]);
 }
 // One element (for broadcast scalars) and strided runs.
 using FillFn = void (*)(void* dst, const void* src, int64_t n);
@@ -391,6 +421,7 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, array& out) {
   if (!donated) detail::allocate(out, name());
   int64_t n = static_cast<int64_t>(out.size());
   if (n == 0) return;
+  if (detail::compile_backend() != detail::CompileBackend::interp && cpu::codegen::run(*this, inputs, out)) return;
   const Shape& shape = out.shape();
   if (shape.size() > 16) throw Error("[Compiled] arrays of more than 16 dimensions are not supported");
   std::vector<InputPlan> plans;
