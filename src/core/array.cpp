@@ -1,3 +1,4 @@
+#include <atomic>
 #include <cstring>
 
 #include "backend/cpu/cast.h"
@@ -158,6 +159,9 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
       (id->buffer->valid() & Buffer::kHost) &&
       id->size == out.size() && size_of(id->dtype) == size_of(out.dtype()) &&
       is_row_contiguous(id->shape, id->strides) && id->buffer->size() >= out.nbytes()) {
+    // use_count() is a relaxed load: pair with the release of the last
+    // other owner's reference so its reads happen before our writes.
+    std::atomic_thread_fence(std::memory_order_acquire);
     auto& d = *out.desc();
     d.buffer = id->buffer;
     d.buffer->set_valid(Buffer::kHost);

@@ -161,3 +161,27 @@ TEST_F(GpuGraphs, FailureInsideABatchFallsBackEagerly) {
 
 }  // namespace
 }  // namespace kiln::test
+
+namespace kiln::test {
+namespace {
+
+TEST_F(GpuGraphs, HostRunningAheadStaysWithinMemory) {
+  // 40 casts over 256 MiB arrays: no output can reuse its input's buffer, so
+  // a host that queues them all at once would hold ~7 GiB of inputs for the
+  // queued kernels. Back-pressure keeps that near 2 GiB, under this limit.
+  array x = random::uniform({1 << 26}, float32, std::nullopt, Device::gpu);
+  eval(x);
+  synchronize();
+  size_t old = set_memory_limit(get_active_memory() + (size_t{4} << 30));
+  array y = x;
+  for (int i = 0; i < 20; ++i) y = astype(astype(y, float16, Device::gpu), float32, Device::gpu);
+  EXPECT_NO_THROW(eval(y));
+  set_memory_limit(old);
+  array yc = astype(astype(x, float16, Device::cpu), float32, Device::cpu);
+  eval(yc);
+  expect_close(y, yc, 0, "casts");
+  synchronize();
+}
+
+}  // namespace
+}  // namespace kiln::test

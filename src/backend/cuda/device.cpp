@@ -150,6 +150,7 @@ struct InFlight {
   std::vector<std::shared_ptr<Buffer>> scratch;
   std::vector<IndexCheck> checks;
   int64_t staging_mark = -1;  // staging ring position freed when done (-1: none)
+  size_t held_bytes = 0;      // of the held inputs, for back-pressure
 };
 
 // Pinned host memory through which small host inputs reach the device: a
@@ -208,6 +209,7 @@ struct StreamState {
   int device = 0;
   std::mutex mutex;  // guards in_flight and error (the worker and host waits)
   std::deque<InFlight> in_flight;
+  size_t held_bytes = 0;  // sum over in_flight
   std::string error;  // a deferred index error not yet reported
   StagingRing staging;
   bool staged = false;  // this node (or batch) used the staging ring
@@ -229,6 +231,7 @@ struct StreamState {
           IndexSlotPool::instance().put(c.slot);
         }
         if (in_flight.front().staging_mark >= 0) staging.release_to(in_flight.front().staging_mark);
+        held_bytes -= in_flight.front().held_bytes;
         done.push_back(std::move(in_flight.front()));
         in_flight.pop_front();
       }
@@ -393,6 +396,7 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
       (id->buffer->valid() & Buffer::kDevice) && id->size == out.size() &&
       size_of(id->dtype) == size_of(out.dtype()) && detail::is_row_contiguous(id->shape, id->strides) &&
       id->buffer->size() >= out.nbytes()) {
+    std::atomic_thread_fence(std::memory_order_acquire);  // see detail::allocate_or_donate
     auto& d = *out.desc();
     d.buffer = id->buffer;
     d.strides = row_major_strides(d.shape);
@@ -443,6 +447,8 @@ void gpu_begin_node(const Stream& stream) {
 
 namespace {
 
+constexpr size_t kMaxHeldBytes = size_t{2} << 30;
+
 // Publishes what the kernels enqueued since gpu_begin_node (one node, or a
 // whole captured batch) wrote: one event after them, shared by the written
 // buffers, and an in-flight record holding `held` and the scratch buffers.
@@ -456,15 +462,31 @@ void record_completion(StreamState& st, int stream_index, std::vector<array>&& h
   }
   tl_written.clear();
   if (!held.empty() || !tl_scratch.empty() || !tl_checks.empty() || st.staged) {
+    size_t bytes = 0;
+    for (const auto& a : held) bytes += a.nbytes();
     InFlight f{std::move(done), std::move(held), std::move(tl_scratch), std::move(tl_checks),
-               st.staged ? st.staging.mark() : -1};
+               st.staged ? st.staging.mark() : -1, bytes};
     st.staged = false;
     std::lock_guard lock(st.mutex);
+    st.held_bytes += bytes;
     st.in_flight.push_back(std::move(f));
   }
   tl_scratch.clear();
   tl_checks.clear();
   st.retire(false);
+  // Back-pressure: when the host runs far ahead of the GPU, the inputs held
+  // for queued kernels pile up (a long chain over large arrays); wait for
+  // the oldest work instead of growing memory without bound.
+  while (true) {
+    std::shared_ptr<void> oldest;
+    {
+      std::lock_guard lock(st.mutex);
+      if (st.held_bytes <= kMaxHeldBytes || st.in_flight.empty()) break;
+      oldest = st.in_flight.front().done;
+    }
+    KILN_CUDA_CHECK("synchronize", cudaEventSynchronize(raw(oldest)));
+    st.retire(false);
+  }
 }
 
 // Records nodes [begin, end) into one CUDA graph and launches it. Returns
