@@ -1,4 +1,5 @@
-// Reductions (sum, prod, max, min, all, any), argmax/argmin and softmax.
+// Reductions (sum, prod, max, min, all, any) and argmax/argmin (softmax:
+// softmax.cu).
 //
 // As on the CPU, the input is made row-major (a copy only when it is not)
 // and dims are grouped into runs of kept and reduced axes: [rows, len] is a
@@ -286,27 +287,6 @@ __global__ void arg_reduce(const T* __restrict__ in, uint32_t* __restrict__ out,
   if (lane == 0) out[row] = static_cast<uint32_t>(idx);
 }
 
-// ---- softmax over the last axis: a block per row, float accumulation ----
-template <typename T>
-__global__ void softmax_rows(const T* __restrict__ in, T* __restrict__ out, int64_t len) {
-  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const T* x = in + static_cast<int64_t>(blockIdx.x) * len;
-  T* y = out + static_cast<int64_t>(blockIdx.x) * len;
-  C m = -std::numeric_limits<C>::infinity();
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    C v = to_compute(x[i]);
-    m = (v > m || v != v) ? v : m;
-  }
-  m = block_reduce(ReduceOp::max, m);
-  C sum = 0;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sum += exp(static_cast<C>(to_compute(x[i])) - m);
-  sum = block_reduce(ReduceOp::sum, sum);
-  C inv = C(1) / sum;
-  for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-    y[i] = convert<T>(static_cast<C>(exp(static_cast<C>(to_compute(x[i])) - m) * inv));
-  }
-}
-
 }  // namespace
 }  // namespace cuda
 
@@ -363,38 +343,6 @@ void ArgReduce::eval_gpu(const std::vector<array>& inputs, array& out) {
         reinterpret_cast<const T*>(src), reinterpret_cast<uint32_t*>(dst), rows, len, is_max);
   });
   KILN_CUDA_CHECK_LAUNCH(nm);
-}
-
-void Softmax::eval_gpu(const std::vector<array>& inputs, array& out) {
-  const array& in = inputs[0];
-  if (in.desc()->offset == 0) {
-    cuda::allocate_or_donate(out, in, "softmax");
-  } else {
-    cuda::allocate(out, "softmax");
-  }
-  int64_t len = in.ndim() ? in.shape().back() : 1;
-  int64_t rows = len ? static_cast<int64_t>(in.size()) / len : 0;
-  if (rows == 0) return;
-  const auto& d = *in.desc();
-  const char* src = cuda::in_ptr(in);
-  char* dst = cuda::out_ptr(out);
-  if (!detail::is_row_contiguous(d.shape, d.strides)) {
-    char* tmp = static_cast<char*>(cuda::scratch(in.nbytes(), "softmax"));
-    cuda::copy_strided(src, d.dtype, d.shape, d.strides, tmp, d.dtype, row_major_strides(d.shape), "softmax");
-    src = tmp;
-  }
-  cudaStream_t s = cuda::current_stream();
-  cuda::dispatch(in.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (cuda::is_float_v<T>) {
-      int block = len >= 4096 ? 1024 : len >= 1024 ? 256 : 128;
-      cuda::softmax_rows<T><<<static_cast<unsigned>(rows), block, 0, s>>>(reinterpret_cast<const T*>(src),
-                                                                       reinterpret_cast<T*>(dst), len);
-    } else {
-      throw Error(std::string("[softmax] unsupported dtype ") + dtype_name(in.dtype()));
-    }
-  });
-  KILN_CUDA_CHECK_LAUNCH("softmax");
 }
 
 }  // namespace kiln
