@@ -247,6 +247,22 @@ TEST_F(Gpu, Reductions) {
       }
     }
   }
+  // Long columns (split across blocks, second pass), batched, vector and
+  // scalar widths; many short rows (a few lanes per row).
+  for (Dtype t : {float32, bfloat16, int32, float64}) {
+    const std::string d = dtype_name(t);
+    const double tol = t == bfloat16 ? 2e-2 : 1e-4;
+    array cols = random_array({1000, 200}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return sum(cols, 0, false, s); }, tol, "sum long columns " + d);
+    expect_same([&](StreamOrDevice s) { return max(cols, 0, false, s); }, 0, "max long columns " + d);
+    array odd = random_array({3, 700, 131}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return sum(odd, 1, false, s); }, tol, "sum batched columns " + d);
+    array short_rows = random_array({5000, 64}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return sum(short_rows, 1, false, s); }, tol, "sum short rows " + d);
+    array shorter = random_array({3001, 7}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return min(shorter, 1, false, s); }, 0, "min short rows " + d);
+    expect_same([&](StreamOrDevice s) { return sum(shorter, 1, false, s); }, tol, "sum odd short rows " + d);
+  }
   array small = random_array({17, 9}, float32, 0.5, 1.5);
   expect_same([&](StreamOrDevice s) { return prod(small, 1, false, s); }, 1e-5, "prod");
   array tall = random_array({300, 70});
