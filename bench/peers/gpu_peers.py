@@ -63,6 +63,14 @@ def rand(shape, dtype, lo=-3.0, hi=3.0):
     return torch.empty(shape, dtype=dtype, device="cuda").uniform_(lo, hi)
 
 
+def set_tf32(on):
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):  # the newer API; mixing it with allow_tf32 is refused
+        m.fp32_precision = "tf32" if on else "ieee"
+    else:
+        m.allow_tf32 = on
+
+
 def gelu_two(x, z):
     return torch.nn.functional.gelu(x + z, approximate="tanh")
 
@@ -174,7 +182,7 @@ def main():
         key = f"{drill}/{name}/{dt}/{'x'.join(map(str, shape))}"
         if not flt.search(key):
             continue
-        torch.backends.cuda.matmul.allow_tf32 = dt == "tf32"
+        set_tf32(dt == "tf32")
         inputs = make()
         sets = inputs if isinstance(inputs[0], list) else [inputs]
         peers = [("torch_eager", fn)]
@@ -194,11 +202,12 @@ def main():
         print(f"{key:40s} " + "  ".join(f"{p} {t:9.1f} us" for p, t in times.items()), flush=True)
         del inputs, sets
         torch.cuda.empty_cache()
-    torch.backends.cuda.matmul.allow_tf32 = False
-    doc = {"torch": torch.__version__, "triton": triton.__version__ if triton else None,
-           "device": torch.cuda.get_device_name(), "rows": rows}
-    with open(args.json, "w") as f:
-        json.dump(doc, f, indent=1)
+        # Rewritten after every drill: a run cut short still leaves its rows.
+        doc = {"torch": torch.__version__, "triton": triton.__version__ if triton else None,
+               "device": torch.cuda.get_device_name(), "rows": rows}
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=1)
+    set_tf32(False)
 
 
 if __name__ == "__main__":

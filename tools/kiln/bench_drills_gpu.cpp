@@ -474,11 +474,13 @@ int run_gpu_bench(const BenchOptions& opts) {
   for (const GpuDrill& d : drills) {
     rows.push_back(measure(d, opts));
     score(rows.back(), ceil);
-    if (opts.peers_path.empty()) print_row(rows.back());
+    print_row(rows.back());
     clear_cache();
   }
   if (!opts.peers_path.empty()) {
     join_peers(rows, opts.peers_path);
+    std::printf("\nWith the fastest peer of %s:\n", opts.peers_path.c_str());
+    print_table_header();
     for (const BenchRow& r : rows) print_row(r);
     print_peer_table(rows);
   }
