@@ -262,7 +262,8 @@ void add_reductions(std::vector<GpuDrill>& out, bool quick) {
   const int64_t side = quick ? 1024 : 8192;
   reduction("row_max", side, side, side, [](const array& x) { return kiln::max(x, -1); }, 0);
   reduction("col_sum", side, side, side, [](const array& x) { return kiln::sum(x, 0); }, 1e-5);
-  reduction("sum_all", side, side, 1, [](const array& x) { return kiln::sum(x); }, 1e-5);
+  // One sum of 2^26 terms: the CPU's float32 sum, in another order, is itself off by ~1e-4.
+  reduction("sum_all", side, side, 1, [](const array& x) { return kiln::sum(x); }, 1e-3);
   const int64_t sm = quick ? 1024 : 4096;
   const double elems = static_cast<double>(sm) * sm;
   for (Dtype t : {float32, bfloat16}) {

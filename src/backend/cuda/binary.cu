@@ -206,33 +206,43 @@ __global__ void binary_rows(BinaryOp op, const T* __restrict__ a, const T* __res
 }
 
 // Two-dim layouts with a row-major output where an input runs down the
-// columns (a transposed view: outer stride 1): 32 x 32 tiles, such inputs
-// staged through shared memory, so every global access is coalesced.
-constexpr int kTile = 32;
+// columns (a transposed view: outer stride 1): kT x kT tiles, such inputs
+// staged through shared memory, so every global access is coalesced; 64-wide
+// tiles for elements up to 4 bytes (256-byte row segments).
 constexpr int kTileRows = 8;
+template <typename T>
+constexpr int tile_for() {
+  return sizeof(T) <= 4 ? 64 : 32;
+}
 
-template <typename T, typename O>
+template <typename T, typename O, int kT>
 __global__ void binary_tiled(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b, O* __restrict__ out,
                              int64_t rows, int64_t cols, int64_t a0, int64_t a1, int64_t b0, int64_t b1, bool a_cols,
                              bool b_cols) {
-  __shared__ T ta[kTile][kTile + 1], tb[kTile][kTile + 1];
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kTile, c0 = static_cast<int64_t>(blockIdx.x) * kTile;
+  __shared__ T ta[kT][kT + 1], tb[kT][kT + 1];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kT, c0 = static_cast<int64_t>(blockIdx.x) * kT;
   const int tx = threadIdx.x, ty = threadIdx.y;
   // Staging: consecutive threads read consecutive rows (stride 1 in memory).
-  for (int j = ty; j < kTile; j += kTileRows) {
-    const int64_t r = r0 + tx, c = c0 + j;
-    if (r < rows && c < cols) {
-      if (a_cols) ta[j][tx] = a[r * a0 + c * a1];
-      if (b_cols) tb[j][tx] = b[r * b0 + c * b1];
+  for (int j = ty; j < kT; j += kTileRows) {
+#pragma unroll
+    for (int q = 0; q < kT; q += 32) {
+      const int64_t r = r0 + tx + q, c = c0 + j;
+      if (r < rows && c < cols) {
+        if (a_cols) ta[j][tx + q] = a[r * a0 + c * a1];
+        if (b_cols) tb[j][tx + q] = b[r * b0 + c * b1];
+      }
     }
   }
   __syncthreads();
-  for (int j = ty; j < kTile; j += kTileRows) {
-    const int64_t r = r0 + j, c = c0 + tx;
-    if (r < rows && c < cols) {
-      const T va = a_cols ? ta[tx][j] : a[r * a0 + c * a1];
-      const T vb = b_cols ? tb[tx][j] : b[r * b0 + c * b1];
-      out[r * cols + c] = apply<T, O>(op, va, vb);
+  for (int j = ty; j < kT; j += kTileRows) {
+#pragma unroll
+    for (int q = 0; q < kT; q += 32) {
+      const int64_t r = r0 + j, c = c0 + tx + q;
+      if (r < rows && c < cols) {
+        const T va = a_cols ? ta[tx + q][j] : a[r * a0 + c * a1];
+        const T vb = b_cols ? tb[tx + q][j] : b[r * b0 + c * b1];
+        out[r * cols + c] = apply<T, O>(op, va, vb);
+      }
     }
   }
 }
@@ -291,11 +301,12 @@ void launch_binary(BinaryOp op, const char* a, const char* b, char* out, const S
     return;
   }
   auto down_columns = [&](int k) { return l.strides[k][0] == 1 && l.strides[k][1] != 1 && l.strides[k][1] != 0; };
-  if ((down_columns(1) || down_columns(2)) && (rows + kTile - 1) / kTile <= 65535) {
-    dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
-    binary_tiled<T, O><<<grid, dim3(kTile, kTileRows), 0, s>>>(op, ta, tb, to, rows, cols, l.strides[1][0],
-                                                               l.strides[1][1], l.strides[2][0], l.strides[2][1],
-                                                               down_columns(1), down_columns(2));
+  constexpr int kT = tile_for<T>();
+  if ((down_columns(1) || down_columns(2)) && (rows + kT - 1) / kT <= 65535) {
+    dim3 grid(static_cast<unsigned>((cols + kT - 1) / kT), static_cast<unsigned>((rows + kT - 1) / kT));
+    binary_tiled<T, O, kT><<<grid, dim3(32, kTileRows), 0, s>>>(op, ta, tb, to, rows, cols, l.strides[1][0],
+                                                                l.strides[1][1], l.strides[2][0], l.strides[2][1],
+                                                                down_columns(1), down_columns(2));
     return;
   }
   binary_strided<T, O><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(op, ta, tb, to, l, n);

@@ -124,22 +124,39 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma(const T* __restrict__
   const uint4 zero = make_uint4(0, 0, 0, 0);
   float c[4] = {0.f, 0.f, 0.f, 0.f};
   const int64_t chunks = (K + 31) / 32;
-  for (int64_t c0 = warp; c0 < chunks; c0 += kMmaWarps * kMmaUnroll) {
-    uint4 a[kMmaUnroll], b[kMmaUnroll], v[kMmaUnroll];
+  constexpr int64_t kStep = kMmaWarps * kMmaUnroll;
+  // Software-pipelined: the loads of the next step are issued before the
+  // tensor-core work of this one, so two steps of w are in flight per thread.
+  uint4 a[kMmaUnroll], b[kMmaUnroll], v[kMmaUnroll];
+  auto load = [&](int64_t c0, uint4 (&la)[kMmaUnroll], uint4 (&lb)[kMmaUnroll], uint4 (&lv)[kMmaUnroll]) {
 #pragma unroll
     for (int u = 0; u < kMmaUnroll; ++u) {
       const int64_t k = (c0 + u * kMmaWarps) * 32 + 8 * t;
       const bool in = k < K;
       const int64_t kk = in ? k : 0;
-      a[u] = __ldcs(reinterpret_cast<const uint4*>(w0 + kk));
-      b[u] = __ldcs(reinterpret_cast<const uint4*>(w1 + kk));
-      v[u] = __ldg(reinterpret_cast<const uint4*>(xr + kk));
-      if (!(in && row0)) a[u] = zero;
-      if (!(in && row1)) b[u] = zero;
-      if (!(in && xrow)) v[u] = zero;
+      la[u] = __ldcs(reinterpret_cast<const uint4*>(w0 + kk));
+      lb[u] = __ldcs(reinterpret_cast<const uint4*>(w1 + kk));
+      lv[u] = __ldg(reinterpret_cast<const uint4*>(xr + kk));
+      if (!(in && row0)) la[u] = zero;
+      if (!(in && row1)) lb[u] = zero;
+      if (!(in && xrow)) lv[u] = zero;
     }
+  };
+  if (warp < chunks) load(warp, a, b, v);
+  for (int64_t c0 = warp; c0 < chunks; c0 += kStep) {
+    uint4 na[kMmaUnroll], nb[kMmaUnroll], nv[kMmaUnroll];
+    const bool more = c0 + kStep < chunks;  // the same for the whole warp
+    if (more) load(c0 + kStep, na, nb, nv);
 #pragma unroll
     for (int u = 0; u < kMmaUnroll; ++u) mma_pair<kHalf>(c, a[u], b[u], v[u]);
+    if (more) {
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        a[u] = na[u];
+        b[u] = nb[u];
+        v[u] = nv[u];
+      }
+    }
   }
   __shared__ float partial[kMmaWarps][4][32];
 #pragma unroll

@@ -87,11 +87,12 @@ __device__ A block_reduce(ReduceOp op, A v) {
 }
 
 // Accumulates in[begin, end) (one thread's share, stride `step`), using
-// 16-byte loads when the row is aligned.
-template <typename T, typename A>
-__device__ __forceinline__ A accumulate(ReduceOp op, const T* __restrict__ p, int64_t begin, int64_t end, int lane,
-                                        int step, bool vec) {
-  A acc = reduce_init<A>(op);
+// 16-byte loads when the row is aligned. The op is a template argument here
+// so the per-element switch folds away in the hot loop.
+template <ReduceOp Op, typename T, typename A>
+__device__ __forceinline__ A accumulate_as(const T* __restrict__ p, int64_t begin, int64_t end, int lane, int step,
+                                           bool vec) {
+  A acc = reduce_init<A>(Op);
   if (vec) {
     using V = Vec<T>;
     int64_t vb = begin / V::n, ve = end / V::n;  // begin is a multiple of V::n when vec
@@ -99,12 +100,25 @@ __device__ __forceinline__ A accumulate(ReduceOp op, const T* __restrict__ p, in
     for (int64_t i = vb + lane; i < ve; i += step) {
       V v = vp[i];
 #pragma unroll
-      for (int k = 0; k < V::n; ++k) acc = combine(op, acc, load_acc<A>(op, v.v[k]));
+      for (int k = 0; k < V::n; ++k) acc = combine(Op, acc, load_acc<A>(Op, v.v[k]));
     }
     begin = ve * V::n;
   }
-  for (int64_t i = begin + lane; i < end; i += step) acc = combine(op, acc, load_acc<A>(op, p[i]));
+  for (int64_t i = begin + lane; i < end; i += step) acc = combine(Op, acc, load_acc<A>(Op, p[i]));
   return acc;
+}
+
+template <typename T, typename A>
+__device__ __forceinline__ A accumulate(ReduceOp op, const T* __restrict__ p, int64_t begin, int64_t end, int lane,
+                                        int step, bool vec) {
+  switch (op) {
+    case ReduceOp::sum: return accumulate_as<ReduceOp::sum, T, A>(p, begin, end, lane, step, vec);
+    case ReduceOp::prod: return accumulate_as<ReduceOp::prod, T, A>(p, begin, end, lane, step, vec);
+    case ReduceOp::max: return accumulate_as<ReduceOp::max, T, A>(p, begin, end, lane, step, vec);
+    case ReduceOp::min: return accumulate_as<ReduceOp::min, T, A>(p, begin, end, lane, step, vec);
+    case ReduceOp::all: return accumulate_as<ReduceOp::all, T, A>(p, begin, end, lane, step, vec);
+    default: return accumulate_as<ReduceOp::any, T, A>(p, begin, end, lane, step, vec);
+  }
 }
 
 // Warp per row: rows of `len` elements, out[r] (or partial, as A).
@@ -203,21 +217,21 @@ void launch_columns(ReduceOp op, const T* in, O* out, int64_t batches, int64_t l
   constexpr int V = Vec<T>::n;
   const bool vec = V > 1 && width % V == 0 && aligned16(in);
   const int G = vec ? V : 1;
+  auto kernel = vec ? column_reduce<T, O, A, V> : column_reduce<T, O, A, 1>;
   const int64_t col_blocks = (width + 32 * G - 1) / (32 * G);
-  // Enough blocks to fill the chip, each walking at least 64 rows.
+  // As many blocks as the chip holds at once, rounded down (one block more
+  // would be a second wave), each walking at least 64 rows.
   const int sms = device_sm_count() > 0 ? device_sm_count() : 132;
-  int64_t chunks = std::clamp<int64_t>((8 * sms + col_blocks * batches - 1) / (col_blocks * batches), 1,
+  int per_sm = 0;
+  KILN_CUDA_CHECK(nm, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, 256, 0));
+  int64_t chunks = std::clamp<int64_t>(std::max(per_sm, 1) * sms / (col_blocks * batches), 1,
                                        std::max<int64_t>(1, len / 64));
   chunks = std::min<int64_t>(chunks, 65535);
   const int64_t chunk = (len + chunks - 1) / chunks;
   chunks = (len + chunk - 1) / chunk;
   A* partial = chunks > 1 ? static_cast<A*>(scratch(batches * chunks * width * sizeof(A), nm)) : nullptr;
   const dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks), static_cast<unsigned>(batches));
-  if (vec) {
-    column_reduce<T, O, A, V><<<grid, dim3(32, 8), 0, s>>>(op, in, out, partial, len, width, chunk);
-  } else {
-    column_reduce<T, O, A, 1><<<grid, dim3(32, 8), 0, s>>>(op, in, out, partial, len, width, chunk);
-  }
+  kernel<<<grid, dim3(32, 8), 0, s>>>(op, in, out, partial, len, width, chunk);
   if (chunks == 1) return;
   KILN_CUDA_CHECK_LAUNCH(nm);
   const dim3 grid2(static_cast<unsigned>((width + 31) / 32), 1, static_cast<unsigned>(batches));
