@@ -3,9 +3,8 @@
 //
 // As on the CPU, the input is made row-major (a copy only when it is not)
 // and dims are grouped into runs of kept and reduced axes: [rows, len] is a
-// row reduction (a few lanes per very short row, a warp per short row, a
-// block per long row, and long rows split across blocks with a second pass
-// over the partials), [batch, len, width] with wide rows a column reduction
+// row reduction (a warp per short row, a block per long row, and long rows
+// split across blocks with a second pass over the partials), [batch, len, width] with wide rows a column reduction
 // (threads across columns with 16-byte loads, long columns split across
 // blocks with a second pass); anything else is permuted so the reduced axes
 // come last.
@@ -132,27 +131,6 @@ __global__ void row_reduce_warp(ReduceOp op, const T* __restrict__ in, O* __rest
   if (threadIdx.x % 32 == 0) out[row] = static_cast<O>(acc);
 }
 
-// Short rows (at most 256 bytes): W lanes per row, 32 / W rows per warp at a
-// time; every lane of a warp runs the same iterations (the shuffles need all).
-template <typename T, typename O, typename A, int W>
-__global__ void row_reduce_short(ReduceOp op, const T* __restrict__ in, O* __restrict__ out, int64_t rows,
-                                 int64_t len, bool vec) {
-  constexpr int kRowsPerWarp = 32 / W;
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  const int lane = threadIdx.x % W, sub = (threadIdx.x % 32) / W;
-  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
-    const int64_t row = first + sub;
-    A acc = row < rows ? accumulate<T, A>(op, in + row * len, 0, len, lane, W, vec) : reduce_init<A>(op);
-#pragma unroll
-    for (int o = W / 2; o > 0; o >>= 1) {
-      if constexpr (sizeof(A) >= 4) acc = combine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
-      else acc = combine(op, acc, static_cast<A>(__shfl_xor_sync(0xffffffffu, static_cast<int>(acc), o)));
-    }
-    if (lane == 0 && row < rows) out[row] = static_cast<O>(acc);
-  }
-}
-
 // Block per (row, chunk): chunk c of row r covers [c*chunk, (c+1)*chunk).
 // With one chunk it writes out[r]; else partial[r * chunks + c] in A.
 template <typename T, typename O, typename A>
@@ -256,15 +234,6 @@ template <typename T, typename O, typename A>
 void launch_rows(ReduceOp op, const T* in, O* out, int64_t rows, int64_t len, cudaStream_t s, const char* nm) {
   bool vec = aligned16(in) && (len * static_cast<int64_t>(sizeof(T))) % 16 == 0;
   int sms = device_sm_count() > 0 ? device_sm_count() : 132;
-  if (len * static_cast<int64_t>(sizeof(T)) <= 256 && rows >= 2 * sms) {
-    const int64_t units = vec ? len / Vec<T>::n : (len + 3) / 4;
-    const unsigned g = static_cast<unsigned>(std::min<int64_t>((rows + 63) / 64, static_cast<int64_t>(sms) * 16));
-    if (units > 8) row_reduce_short<T, O, A, 16><<<g, 256, 0, s>>>(op, in, out, rows, len, vec);
-    else if (units > 4) row_reduce_short<T, O, A, 8><<<g, 256, 0, s>>>(op, in, out, rows, len, vec);
-    else if (units > 2) row_reduce_short<T, O, A, 4><<<g, 256, 0, s>>>(op, in, out, rows, len, vec);
-    else row_reduce_short<T, O, A, 2><<<g, 256, 0, s>>>(op, in, out, rows, len, vec);
-    return;
-  }
   if (len <= 4096 || rows >= 4 * sms) {
     int rows_per_block = 8;
     unsigned g = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
