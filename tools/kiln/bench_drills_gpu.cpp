@@ -281,7 +281,7 @@ int rotation_sets(double bytes_per_set) {
   return std::clamp(static_cast<int>(std::ceil(256e6 / bytes_per_set)), 1, 8);
 }
 
-void add_gemm(std::vector<GpuDrill>& out, bool quick, const std::string& label, int64_t m, int64_t k, int64_t n) {
+void add_gemm(std::vector<GpuDrill>& out, const std::string& label, int64_t m, int64_t k, int64_t n) {
   const Dtype t = label == "bfloat16" ? bfloat16 : label == "float16" ? float16 : float32;  // tf32: float32 data
   const double item = static_cast<double>(size_of(t));
   const double bytes = item * (m * k + k * n + m * n);
@@ -302,9 +302,9 @@ void add_gemm(std::vector<GpuDrill>& out, bool quick, const std::string& label, 
 void add_linalg(std::vector<GpuDrill>& out, bool quick) {
   const std::vector<int64_t> squares = quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{1024, 2048, 4096, 8192};
   for (const char* label : {"bfloat16", "float16", "float32", "tf32"}) {
-    for (int64_t s : squares) add_gemm(out, quick, label, s, s, s);
+    for (int64_t s : squares) add_gemm(out, label, s, s, s);
     for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 14336}}) {
-      for (int64_t m : {1, 16, 128, 512}) add_gemm(out, quick, label, m, quick ? k / 8 : k, quick ? n / 8 : n);
+      for (int64_t m : {1, 16, 128, 512}) add_gemm(out, label, m, quick ? k / 8 : k, quick ? n / 8 : n);
     }
   }
   // D5 decode GEMV: bf16 weights in the [N, K] layout of a linear layer.
@@ -469,7 +469,7 @@ int run_gpu_bench(const BenchOptions& opts) {
   const int64_t peak_side = opts.quick ? 1024 : 8192;
   for (const char* label : {"bfloat16", "float32", "tf32"}) {
     std::vector<GpuDrill> peak;
-    add_gemm(peak, opts.quick, label, peak_side, peak_side, peak_side);
+    add_gemm(peak, label, peak_side, peak_side, peak_side);
     BenchRow r = measure(peak[0], opts);
     if (!r.error.empty()) throw Error("measuring the " + std::string(label) + " matmul peak: " + r.error);
     ceil.gemm_gflops[label] = *r.gflops;
