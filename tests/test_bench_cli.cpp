@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include "kiln/device.h"
 #include "kiln/version.h"
 
 namespace {
@@ -192,6 +193,14 @@ TEST(BenchCli, FilterSelectsDrillsAndRejectsBadInput) {
   EXPECT_EQ(run_cli("bench --quick --filter 'no_such_drill'").exit_code, 2);
   EXPECT_EQ(run_cli("bench --quick --filter '['").exit_code, 2);
   EXPECT_NE(run_cli("bench --device tpu").exit_code, 0);
+}
+
+TEST(BenchCli, GpuDeviceFailsClearlyWithoutAGpu) {
+  EXPECT_EQ(run_cli("bench --quick --peers peers.json").exit_code, 2);  // --peers needs --device gpu
+  if (kiln::is_available(kiln::Device::gpu)) GTEST_SKIP() << "a GPU is present: `kiln bench --device gpu` would run in full";
+  CommandResult r = run_cli("bench --quick --device gpu");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--device gpu"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 
 #include "kiln/kiln.h"
 #include "test_util.h"
+#ifdef KILN_HAS_CUDA
+#include "backend/cuda/cuda_common.h"
+#endif
 
 namespace kiln::test {
 namespace {
@@ -165,6 +168,33 @@ TEST_F(Gpu, Binary) {
   expect_same([&](StreamOrDevice s) { return where(c2, array(1.f), y2, s); }, 0, "where broadcast");
 }
 
+// Two-dim binary paths: broadcast rows and per-row values with 16-byte
+// loads (wide rows, strided rows), and transposed inputs through tiles
+// (several tiles, ragged edges), to every output dtype.
+TEST_F(Gpu, BinaryTwoDimPaths) {
+  for (Dtype t : {float32, bfloat16, float64, int8, int32}) {
+    array a = random_array({37, 256}, t, -20, 20);
+    array row = random_array({256}, t, -20, 20);
+    array col = random_array({37, 1}, t, -20, 20);
+    array wide = slice(random_array({37, 272}, t, -20, 20), {0, 0}, {37, 256});
+    array tr = transpose(random_array({256, 37}, t, -20, 20));
+    array big = random_array({100, 300}, t, -20, 20);
+    array big_t = transpose(random_array({300, 100}, t, -20, 20));
+    const std::string d = dtype_name(t);
+    const double tol = tol_for(t);
+    expect_same([&](StreamOrDevice s) { return add(a, row, s); }, tol, "add row broadcast " + d);
+    expect_same([&](StreamOrDevice s) { return subtract(col, a, s); }, tol, "subtract per-row value " + d);
+    expect_same([&](StreamOrDevice s) { return multiply(wide, row, s); }, tol, "multiply strided rows " + d);
+    expect_same([&](StreamOrDevice s) { return greater(a, row, s); }, 0, "greater row broadcast " + d);
+    expect_same([&](StreamOrDevice s) { return add(a, tr, s); }, tol, "add transposed " + d);
+    expect_same([&](StreamOrDevice s) { return maximum(tr, wide, s); }, tol, "maximum transposed first " + d);
+    expect_same([&](StreamOrDevice s) { return add(big, big_t, s); }, tol, "add transposed tiles " + d);
+    expect_same([&](StreamOrDevice s) { return less(big_t, big, s); }, 0, "less transposed tiles " + d);
+    expect_same([&](StreamOrDevice s) { return contiguous(big_t, s); }, 0, "transpose copy " + d);
+    expect_same([&](StreamOrDevice s) { return contiguous(transpose(wide), s); }, 0, "transpose copy strided " + d);
+  }
+}
+
 TEST_F(Gpu, CopyCastAndViews) {
   for (Dtype from : kAll) {
     for (auto& [lname, x] : layouts(29, 65, from, -300, 300)) {
@@ -217,12 +247,31 @@ TEST_F(Gpu, Reductions) {
       }
     }
   }
+  // Long columns (split across blocks, second pass), batched, vector and
+  // scalar widths; many short rows (a few lanes per row).
+  for (Dtype t : {float32, bfloat16, int32, float64}) {
+    const std::string d = dtype_name(t);
+    const double tol = t == bfloat16 ? 2e-2 : 1e-4;
+    array cols = random_array({1000, 200}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return sum(cols, 0, false, s); }, tol, "sum long columns " + d);
+    expect_same([&](StreamOrDevice s) { return max(cols, 0, false, s); }, 0, "max long columns " + d);
+    array odd = random_array({3, 700, 131}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return sum(odd, 1, false, s); }, tol, "sum batched columns " + d);
+    array short_rows = random_array({5000, 64}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return sum(short_rows, 1, false, s); }, tol, "sum short rows " + d);
+    array shorter = random_array({3001, 7}, t, -2, 2);
+    expect_same([&](StreamOrDevice s) { return min(shorter, 1, false, s); }, 0, "min short rows " + d);
+    expect_same([&](StreamOrDevice s) { return sum(shorter, 1, false, s); }, tol, "sum odd short rows " + d);
+  }
   array small = random_array({17, 9}, float32, 0.5, 1.5);
   expect_same([&](StreamOrDevice s) { return prod(small, 1, false, s); }, 1e-5, "prod");
   array tall = random_array({300, 70});
   expect_same([&](StreamOrDevice s) { return sum(transpose(tall), 1, false, s); }, 1e-4, "sum transposed");
   for (Dtype t : kFloat) {
-    for (Shape sh : {Shape{5, 7}, Shape{3, 4097}, Shape{64, 1000}}) {
+    // Register-cached rows (1 to 8 vectors a thread, a partial last one) and
+    // the three-pass fallback (odd or very long rows).
+    for (Shape sh : {Shape{5, 7}, Shape{3, 4097}, Shape{64, 1000}, Shape{9, 64}, Shape{7, 4096}, Shape{5, 2056},
+                     Shape{3, 16384}, Shape{2, 20000}}) {
       array x = random_array(sh, t, -5, 5);
       expect_same([&](StreamOrDevice s) { return softmax(x, -1, s); }, tol_for(t) * 4, std::string("softmax ") + dtype_name(t));
       expect_same([&](StreamOrDevice s) { return softmax(transpose(x), -1, s); }, tol_for(t) * 4, std::string("softmax T ") + dtype_name(t));
@@ -308,6 +357,44 @@ TEST_F(Gpu, Matmul) {
   }
 }
 
+// The decode GEMV's tensor-core path (bf16, fp16): every M up to 8, K that
+// ends mid-chunk, N that ends mid-tile, x rows with a stride beyond K, and
+// K % 8 != 0 (which leaves the GEMV for cuBLASLt).
+TEST_F(Gpu, GemvDecode) {
+  struct Case { int k, n; };
+  for (Dtype t : {bfloat16, float16}) {
+    for (Case c : {Case{8, 1}, Case{24, 17}, Case{4104, 4100}, Case{2056, 33}, Case{1001, 40}}) {
+      array W = random_array({c.n, c.k}, t, -1, 1);
+      for (int m = 1; m <= 8; ++m) {
+        array x = random_array({m, c.k}, t, -1, 1);
+        array xs = slice(random_array({m, c.k + 8}, t, -1, 1), {0, 0}, {m, c.k});
+        const std::string what = std::string(dtype_name(t)) + " m=" + std::to_string(m) + " k=" +
+                                 std::to_string(c.k) + " n=" + std::to_string(c.n);
+        const double tol = tol_for(t) * 4;
+        expect_same([&](StreamOrDevice s) { return matmul(x, transpose(W), s); }, tol, "gemv " + what);
+        expect_same([&](StreamOrDevice s) { return matmul(xs, transpose(W), s); }, tol, "gemv strided x " + what);
+      }
+    }
+  }
+}
+
+#ifdef KILN_HAS_CUDA
+TEST_F(Gpu, MatmulTf32) {
+  array a = random_array({300, 257}, float32, -1, 1), b = random_array({257, 129}, float32, -1, 1);
+  cuda::set_tf32_matmul(true);
+  array g = matmul(a, b, Device::gpu);
+  g.eval();
+  cuda::set_tf32_matmul(false);
+  array c = matmul(a, b, Device::cpu);
+  auto vg = to_double(g), vc = to_double(c);
+  double max_diff = 0;
+  for (size_t i = 0; i < vc.size(); ++i) max_diff = std::max(max_diff, std::abs(vg[i] - vc[i]));
+  // tf32 keeps 10 mantissa bits: sums of 257 products in [-1, 1] land within a few 1e-2.
+  EXPECT_LT(max_diff, 5e-2);
+  EXPECT_GT(max_diff, 2e-4);  // tf32 really ran: plain fp32 would match to about 1e-5
+}
+#endif
+
 TEST_F(Gpu, MemoryAndStreams) {
   // A GPU result read on the host, fed to a CPU op and to another GPU stream.
   array x = random_array({1000, 37});
@@ -320,6 +407,8 @@ TEST_F(Gpu, MemoryAndStreams) {
   auto a = to_double(w), b = to_double(ref);
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-4 * std::abs(b[i]));
   // Memory counters include device memory; a limit makes a device OOM an Error.
+  // Buffers still held by in-flight records of earlier work are released first.
+  for (Stream s : {g1, g2, default_stream(Device::gpu)}) synchronize(s);
   size_t before = get_active_memory();
   array big = exp(random_array({1 << 20}), Device::gpu);
   eval(big);

@@ -23,6 +23,7 @@ struct BenchOptions {
   std::string json_path;
   std::string plot_path;
   bool quick = false;       // small sizes: checks the accounting, not the machine
+  std::string peers_path;   // --device gpu: rows of bench/peers/gpu_peers.py to join
 };
 
 // What the machine can do, measured at the start of the run (--quick: the
@@ -37,6 +38,8 @@ struct Ceilings {
   std::string bf16_isa;
   double amx_bf16_gflops = 0;  // AMX tile dot products; 0 where absent or not permitted
   int threads = 1;
+  std::string gpu_name;     // --device gpu: the GPU; copy_gbps is then its device copy
+  double tf32_gflops = 0;   // --device gpu: cuBLASLt tf32 rate
   // The roofline's bandwidth: the better of copy and triad, so that a
   // kernel streaming as well as STREAM scores 1.0 whichever shape it has.
   double bandwidth_gbps() const { return std::max(copy_gbps, triad_gbps); }
@@ -87,6 +90,7 @@ struct BenchRow {
   std::string peer;
   std::optional<double> peer_time_us, peer_ratio, peer_difference;
   bool peer_agrees = true;
+  std::vector<std::pair<std::string, double>> all_peers;  // --peers: every peer's microseconds
   std::string error;  // set when Kiln failed to run the drill
 };
 
@@ -145,5 +149,9 @@ std::string openblas_core_note();
 
 // The whole command; returns the process exit code.
 int run_bench(const BenchOptions& opts);
+#ifdef KILN_HAS_CUDA
+// --device gpu (bench_drills_gpu.cpp), once a GPU is known to be present.
+int run_gpu_bench(const BenchOptions& opts);
+#endif
 
 }  // namespace kiln::bench

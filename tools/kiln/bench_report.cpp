@@ -85,6 +85,10 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
       {"amx_bf16_gflops", c.amx_bf16_gflops > 0 ? Json(c.amx_bf16_gflops) : Json(nullptr)},
       {"openblas", openblas_core_note()},
   };
+  if (!c.gpu_name.empty()) {
+    ceilings["gpu"] = c.gpu_name;
+    ceilings["tf32_gflops"] = c.tf32_gflops;
+  }
   Json out_rows = Json::array();
   for (const BenchRow& r : rows) {
     out_rows.push_back({
@@ -110,6 +114,11 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
         {"peer_agrees", r.peer_difference ? Json(r.peer_agrees) : Json(nullptr)},
         {"error", r.error.empty() ? Json(nullptr) : Json(r.error)},
     });
+    if (!r.all_peers.empty()) {
+      Json peers = Json::object();
+      for (const auto& [name, us] : r.all_peers) peers[name] = us;
+      out_rows.back()["peers"] = peers;
+    }
   }
   Json doc = {
       {"kiln_version", version()},

@@ -196,6 +196,13 @@ int run_bench(const BenchOptions& opts) {
       return 2;
     }
     set_default_device(Device::gpu);
+#ifdef KILN_HAS_CUDA
+    return run_gpu_bench(opts);
+#endif
+  }
+  if (!opts.peers_path.empty()) {
+    std::fprintf(stderr, "kiln bench: --peers joins GPU peers' rows and needs --device gpu\n");
+    return 2;
   }
   std::regex filter;
   try {

@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
   bench->add_option("--json", opts.json_path, "Write {\"ceilings\": ..., \"rows\": [...]} to this file")
       ->type_name("FILE");
   bench->add_flag("--quick", opts.quick, "Small sizes: checks the accounting and that every drill runs");
+  bench->add_option("--peers", opts.peers_path,
+                    "With --device gpu: join the rows that bench/peers/gpu_peers.py wrote (fastest peer per drill)")
+      ->type_name("FILE.json");
   bench->add_option("--plot", opts.plot_path, "Draw the roofline with every drill to this SVG file")
       ->type_name("FILE.svg");
 

@@ -2,7 +2,9 @@
 // broadcast to the output shape by the op layer) and `where`. As in
 // unary.cu, the op is a run-time switch inside one kernel per dtype. The
 // contiguous path (each input contiguous or a single broadcast scalar) moves
-// 16 bytes per load; the strided path handles any layout.
+// 16 bytes per load; two-dim layouts have a row path (broadcast rows or
+// per-row values, 16-byte loads) and a tiled path (an input transposed);
+// the strided path handles any layout.
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/primitives.h"
 
@@ -163,6 +165,88 @@ __global__ void binary_strided(BinaryOp op, const T* __restrict__ a, const T* __
   }
 }
 
+// Two-dim layouts with a row-major output where each input either runs
+// along the row (inner stride 1, any row stride: 0 is a broadcast row) or
+// holds one value per row (inner stride 0): 16-byte accesses, a thread per
+// 16 bytes of a row, the grid's y over rows (no index division).
+template <typename T, typename O>
+__global__ void binary_rows(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b, O* __restrict__ out,
+                            int64_t rows, int64_t cols, int64_t a_row, bool a_per_row, int64_t b_row,
+                            bool b_per_row) {
+  using V = Vec<T>;
+  constexpr int G = V::n;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (g * G >= cols) return;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    V va, vb;
+    if (a_per_row) {
+      const T x = a[r * a_row];
+#pragma unroll
+      for (int k = 0; k < G; ++k) va.v[k] = x;
+    } else {
+      va = reinterpret_cast<const V*>(a + r * a_row)[g];
+    }
+    if (b_per_row) {
+      const T x = b[r * b_row];
+#pragma unroll
+      for (int k = 0; k < G; ++k) vb.v[k] = x;
+    } else {
+      vb = reinterpret_cast<const V*>(b + r * b_row)[g];
+    }
+    if constexpr (std::is_same_v<O, T>) {
+      V o;
+#pragma unroll
+      for (int k = 0; k < G; ++k) o.v[k] = apply<T, O>(op, va.v[k], vb.v[k]);
+      reinterpret_cast<V*>(out + r * cols)[g] = o;
+    } else {
+#pragma unroll
+      for (int k = 0; k < G; ++k) out[r * cols + g * G + k] = apply<T, O>(op, va.v[k], vb.v[k]);
+    }
+  }
+}
+
+// Two-dim layouts with a row-major output where an input runs down the
+// columns (a transposed view: outer stride 1): kT x kT tiles, such inputs
+// staged through shared memory, so every global access is coalesced; 64-wide
+// tiles for elements up to 4 bytes (256-byte row segments).
+constexpr int kTileRows = 8;
+template <typename T>
+constexpr int tile_for() {
+  return sizeof(T) <= 4 ? 64 : 32;
+}
+
+template <typename T, typename O, int kT>
+__global__ void binary_tiled(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b, O* __restrict__ out,
+                             int64_t rows, int64_t cols, int64_t a0, int64_t a1, int64_t b0, int64_t b1, bool a_cols,
+                             bool b_cols) {
+  __shared__ T ta[kT][kT + 1], tb[kT][kT + 1];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kT, c0 = static_cast<int64_t>(blockIdx.x) * kT;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  // Staging: consecutive threads read consecutive rows (stride 1 in memory).
+  for (int j = ty; j < kT; j += kTileRows) {
+#pragma unroll
+    for (int q = 0; q < kT; q += 32) {
+      const int64_t r = r0 + tx + q, c = c0 + j;
+      if (r < rows && c < cols) {
+        if (a_cols) ta[j][tx + q] = a[r * a0 + c * a1];
+        if (b_cols) tb[j][tx + q] = b[r * b0 + c * b1];
+      }
+    }
+  }
+  __syncthreads();
+  for (int j = ty; j < kT; j += kTileRows) {
+#pragma unroll
+    for (int q = 0; q < kT; q += 32) {
+      const int64_t r = r0 + j, c = c0 + tx + q;
+      if (r < rows && c < cols) {
+        const T va = a_cols ? ta[tx + q][j] : a[r * a0 + c * a1];
+        const T vb = b_cols ? tb[tx + q][j] : b[r * b0 + c * b1];
+        out[r * cols + c] = apply<T, O>(op, va, vb);
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void select_strided(const bool* __restrict__ c, const T* __restrict__ x, const T* __restrict__ y,
                                T* __restrict__ out, Strided<4> l, int64_t n) {
@@ -190,14 +274,42 @@ void launch_binary(BinaryOp op, const char* a, const char* b, char* out, const S
   bool a_scalar = is_scalar_layout(l, 1), b_scalar = is_scalar_layout(l, 2);
   bool a_ok = a_scalar || (is_dense_layout(l, 1) && aligned16(a));
   bool b_ok = b_scalar || (is_dense_layout(l, 2) && aligned16(b));
+  const T* ta = reinterpret_cast<const T*>(a);
+  const T* tb = reinterpret_cast<const T*>(b);
+  O* to = reinterpret_cast<O*>(out);
   if (out_dense && a_ok && b_ok && aligned16(out)) {
-    binary_contiguous<T, O><<<grid_for(n, Vec<T>::n * 4, kBlock), kBlock, 0, s>>>(
-        op, reinterpret_cast<const T*>(a), reinterpret_cast<const T*>(b), reinterpret_cast<O*>(out), n, a_scalar,
-        b_scalar);
-  } else {
-    binary_strided<T, O><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(
-        op, reinterpret_cast<const T*>(a), reinterpret_cast<const T*>(b), reinterpret_cast<O*>(out), l, n);
+    binary_contiguous<T, O><<<grid_for(n, Vec<T>::n * 4, kBlock), kBlock, 0, s>>>(op, ta, tb, to, n, a_scalar,
+                                                                                 b_scalar);
+    return;
   }
+  if (l.ndim != 2 || l.strides[0][1] != 1 || l.strides[0][0] != l.shape[1]) {
+    binary_strided<T, O><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(op, ta, tb, to, l, n);
+    return;
+  }
+  const int64_t rows = l.shape[0], cols = l.shape[1];
+  constexpr int G = Vec<T>::n;
+  // Each input along the row with whole 16-byte groups, or one value per row.
+  auto row_ok = [&](int k, const char* p) {
+    return l.strides[k][1] == 0 || (l.strides[k][1] == 1 && l.strides[k][0] % G == 0 && aligned16(p));
+  };
+  if (cols % G == 0 && cols >= 32 * G && row_ok(1, a) && row_ok(2, b) && aligned16(out)) {
+    const int64_t groups = cols / G;
+    dim3 grid(static_cast<unsigned>((groups + kBlock - 1) / kBlock),
+              static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
+    binary_rows<T, O><<<grid, kBlock, 0, s>>>(op, ta, tb, to, rows, cols, l.strides[1][0], l.strides[1][1] == 0,
+                                              l.strides[2][0], l.strides[2][1] == 0);
+    return;
+  }
+  auto down_columns = [&](int k) { return l.strides[k][0] == 1 && l.strides[k][1] != 1 && l.strides[k][1] != 0; };
+  constexpr int kT = tile_for<T>();
+  if ((down_columns(1) || down_columns(2)) && (rows + kT - 1) / kT <= 65535) {
+    dim3 grid(static_cast<unsigned>((cols + kT - 1) / kT), static_cast<unsigned>((rows + kT - 1) / kT));
+    binary_tiled<T, O, kT><<<grid, dim3(32, kTileRows), 0, s>>>(op, ta, tb, to, rows, cols, l.strides[1][0],
+                                                                l.strides[1][1], l.strides[2][0], l.strides[2][1],
+                                                                down_columns(1), down_columns(2));
+    return;
+  }
+  binary_strided<T, O><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(op, ta, tb, to, l, n);
 }
 
 }  // namespace

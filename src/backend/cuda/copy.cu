@@ -1,6 +1,7 @@
 // Copies and casts between any two layouts, the views (buffer sharing, as
 // on the CPU) and slice_update. A same-type copy moves raw elements of 1,
-// 2, 4 or 8 bytes (contiguous: cudaMemcpyAsync); a cast is one kernel per
+// 2, 4 or 8 bytes (contiguous: cudaMemcpyAsync; two-dim transposes: tiles
+// through shared memory); a cast is one kernel per
 // source type with the destination type a run-time switch, so 10 kernels
 // cover all 100 pairs.
 #include "backend/cpu/copy.h"
@@ -19,6 +20,48 @@ __global__ void copy_raw(const E* __restrict__ src, E* __restrict__ dst, Strided
     l.offsets(i, off);
     dst[off[0]] = src[off[1]];
   }
+}
+
+// A transposing copy (two dims, destination along the row, source down the
+// column): kT x kT tiles through shared memory, so reads and writes are both
+// coalesced; 64-wide tiles for elements up to 4 bytes, so each row segment
+// read or written is 256 bytes.
+constexpr int kTileRows = 8;
+template <typename E>
+constexpr int tile_for() {
+  return sizeof(E) <= 4 ? 64 : 32;
+}
+
+template <typename E, int kT>
+__global__ void copy_tiled(const E* __restrict__ src, E* __restrict__ dst, int64_t rows, int64_t cols, int64_t s0,
+                           int64_t s1, int64_t d0) {
+  __shared__ E tile[kT][kT + 1];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kT, c0 = static_cast<int64_t>(blockIdx.x) * kT;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int j = ty; j < kT; j += kTileRows) {
+#pragma unroll
+    for (int q = 0; q < kT; q += 32) {
+      const int64_t r = r0 + tx + q, c = c0 + j;
+      if (r < rows && c < cols) tile[j][tx + q] = src[r * s0 + c * s1];
+    }
+  }
+  __syncthreads();
+  for (int j = ty; j < kT; j += kTileRows) {
+#pragma unroll
+    for (int q = 0; q < kT; q += 32) {
+      const int64_t r = r0 + j, c = c0 + tx + q;
+      if (r < rows && c < cols) dst[r * d0 + c] = tile[tx + q][j];
+    }
+  }
+}
+
+template <typename E>
+void launch_tiled(const char* src, char* dst, const Strided<2>& l, cudaStream_t s) {
+  constexpr int kT = tile_for<E>();
+  dim3 grid(static_cast<unsigned>((l.shape[1] + kT - 1) / kT), static_cast<unsigned>((l.shape[0] + kT - 1) / kT));
+  copy_tiled<E, kT><<<grid, dim3(32, kTileRows), 0, s>>>(reinterpret_cast<const E*>(src), reinterpret_cast<E*>(dst),
+                                                         l.shape[0], l.shape[1], l.strides[1][0], l.strides[1][1],
+                                                         l.strides[0][0]);
 }
 
 template <typename S>
@@ -68,6 +111,18 @@ void copy_strided(const char* src, Dtype sd, const Shape& shape, const Strides& 
     if (l.ndim == 2 && l.strides[0][1] == 1 && l.strides[1][1] == 1 && l.strides[1][0] >= l.shape[1] && l.strides[0][0] >= l.shape[1]) {
       KILN_CUDA_CHECK(op, cudaMemcpy2DAsync(dst, l.strides[0][0] * item, src, l.strides[1][0] * item,
                                             l.shape[1] * item, l.shape[0], cudaMemcpyDeviceToDevice, s));
+      return;
+    }
+    // Two-dim transposes: destination rows along memory, source columns.
+    if (l.ndim == 2 && l.strides[0][1] == 1 && l.strides[1][0] == 1 && l.strides[1][1] != 1 &&
+        (l.shape[0] + 31) / 32 <= 65535) {
+      switch (item) {
+        case 1: launch_tiled<uint8_t>(src, dst, l, s); break;
+        case 2: launch_tiled<uint16_t>(src, dst, l, s); break;
+        case 4: launch_tiled<uint32_t>(src, dst, l, s); break;
+        default: launch_tiled<uint64_t>(src, dst, l, s); break;
+      }
+      KILN_CUDA_CHECK_LAUNCH(op);
       return;
     }
     unsigned g = grid_for(n, 4, kBlock);

@@ -36,6 +36,11 @@ const char* in_ptr(const array& a);
 // only valid one and registers the buffer for the node's completion event.
 char* out_ptr(array& out);
 
+// Whether float32 matmuls may use the tensor cores' tf32 mode (default: the
+// environment variable KILN_CUDA_TF32=1). Global, read at each matmul.
+void set_tf32_matmul(bool on);
+bool tf32_matmul();
+
 // Gives `out` a fresh row-major device buffer.
 void allocate(array& out, const char* op);
 // Like detail::allocate_or_donate, for a GPU kernel: donates only a buffer

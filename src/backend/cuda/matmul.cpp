@@ -3,11 +3,16 @@
 // C^T = B^T A^T, operands in place whenever one of their two matrix strides
 // is 1 and the batch dims collapse to one stride); M <= 8 with weights in
 // the [N, K] layout goes to Kiln's GEMV (gemv.cu); integer types use a
-// simple kernel (integer_matmul.cu). KILN_CUDA_TF32=1 lets float32 use the
-// tensor cores' tf32 mode.
+// simple kernel (integer_matmul.cu). KILN_CUDA_TF32=1 (or set_tf32_matmul)
+// lets float32 use the tensor cores' tf32 mode. cuBLASLt descriptors and the
+// heuristic's choice are cached per problem (shape, dtype, layout).
 #include <cublasLt.h>
 
+#include <atomic>
+#include <compare>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -41,12 +46,12 @@ cublasLtHandle_t handle() {
   return h;
 }
 
-bool use_tf32() {
-  static const bool v = [] {
+std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> flag = [] {
     const char* e = std::getenv("KILN_CUDA_TF32");
     return e && std::string(e) == "1";
   }();
-  return v;
+  return flag;
 }
 
 // One operand as cuBLASLt sees it.
@@ -109,67 +114,102 @@ cudaDataType_t data_type(Dtype t) {
   }
 }
 
-struct Layout {
-  cublasLtMatrixLayout_t l = nullptr;
-  ~Layout() {
-    if (l) cublasLtMatrixLayoutDestroy(l);
+// Everything cuBLASLt needs for one problem: built (descriptors, layouts,
+// the heuristic's algorithm) on the first call and reused afterwards.
+struct LtKey {
+  Dtype dtype;
+  bool tf32, ta, tb;
+  int64_t batch, M, N, K, lda, ldb, stride_a, stride_b;
+  auto operator<=>(const LtKey&) const = default;
+};
+
+struct LtPlan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~LtPlan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (op) cublasLtMatmulDescDestroy(op);
   }
 };
 
-void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t batch, int64_t M, int64_t N, int64_t K,
-               cudaStream_t s) {
-  cudaDataType_t dt = data_type(t);
-  cublasComputeType_t ct = t == Dtype::float64 ? CUBLAS_COMPUTE_64F
-                           : t == Dtype::float32 ? (use_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F)
-                                                 : CUBLAS_COMPUTE_32F;
-  cudaDataType_t scale_t = t == Dtype::float64 ? CUDA_R_64F : CUDA_R_32F;
-  cublasLtMatmulDesc_t op;
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&op, ct, scale_t));
-  struct DescGuard {
-    cublasLtMatmulDesc_t d;
-    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
-  } guard{op};
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+std::unique_ptr<LtPlan> make_plan(const LtKey& k) {
+  auto p = std::make_unique<LtPlan>();
+  cudaDataType_t dt = data_type(k.dtype);
+  cublasComputeType_t ct = k.dtype == Dtype::float64 ? CUBLAS_COMPUTE_64F
+                           : k.tf32                  ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                     : CUBLAS_COMPUTE_32F;
+  cudaDataType_t scale_t = k.dtype == Dtype::float64 ? CUDA_R_64F : CUDA_R_32F;
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, ct, scale_t));
   // cuBLASLt's first operand is B (as an N x K column-major op), its second A.
-  cublasOperation_t ta = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t tb = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  Layout la, lb, lc;
+  cublasOperation_t ta = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = k.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  KILN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   // Stored shapes (column-major rows x cols).
-  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la.l, dt, b.transposed ? K : N, b.transposed ? N : K, b.ld));
-  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb.l, dt, a.transposed ? M : K, a.transposed ? K : M, a.ld));
-  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lc.l, dt, N, M, N));
-  if (batch > 1) {
-    int32_t bc = static_cast<int32_t>(batch);
-    int64_t sc = M * N;
-    for (auto [l, st] : {std::pair{la.l, b.batch_stride}, std::pair{lb.l, a.batch_stride}, std::pair{lc.l, sc}}) {
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, dt, k.tb ? k.K : k.N, k.tb ? k.N : k.K, k.ldb));
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, dt, k.ta ? k.M : k.K, k.ta ? k.K : k.M, k.lda));
+  KILN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lc, dt, k.N, k.M, k.N));
+  if (k.batch > 1) {
+    int32_t bc = static_cast<int32_t>(k.batch);
+    int64_t sc = k.M * k.N;
+    for (auto [l, st] : {std::pair{p->la, k.stride_b}, std::pair{p->lb, k.stride_a}, std::pair{p->lc, sc}}) {
       KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)));
       KILN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)));
     }
   }
-  size_t ws_size = size_t{32} << 20;
-  void* ws = scratch(ws_size, "matmul");
   cublasLtMatmulPreference_t pref;
   KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  KILN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size,
-                                                         sizeof(ws_size)));
+  size_t ws_size = kWorkspaceBytes;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size,
+                                                           sizeof(ws_size));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle(), op, la.l, lb.l, lc.l, lc.l, pref, 1, &result, &found);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasLtMatmulAlgoGetHeuristic(handle(), p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    throw Error(std::string("[matmul] cuBLASLt has no algorithm for ") + dtype_name(t) + " M=" + std::to_string(M) +
-                " N=" + std::to_string(N) + " K=" + std::to_string(K));
+    throw Error(std::string("[matmul] cuBLASLt has no algorithm for ") + dtype_name(k.dtype) + " M=" +
+                std::to_string(k.M) + " N=" + std::to_string(k.N) + " K=" + std::to_string(k.K));
   }
+  p->algo = result.algo;
+  return p;
+}
+
+// The plan for k, built once per key; plans live until exit. Thread-safe:
+// a plan is never changed after it is built.
+const LtPlan& plan_for(const LtKey& k) {
+  static std::mutex mutex;
+  static auto* plans = new std::map<LtKey, std::unique_ptr<LtPlan>>();
+  std::lock_guard lock(mutex);
+  auto& slot = (*plans)[k];
+  if (!slot) slot = make_plan(k);
+  return *slot;
+}
+
+void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t batch, int64_t M, int64_t N, int64_t K,
+               cudaStream_t s) {
+  LtKey key{t, t == Dtype::float32 && tf32_matmul(), a.transposed, b.transposed, batch, M, N, K, a.ld, b.ld,
+            batch > 1 ? a.batch_stride : 0, batch > 1 ? b.batch_stride : 0};
+  const LtPlan& p = plan_for(key);
+  void* ws = scratch(kWorkspaceBytes, "matmul");
   double one64 = 1.0, zero64 = 0.0;
   float one32 = 1.f, zero32 = 0.f;
   const void* alpha = t == Dtype::float64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = t == Dtype::float64 ? static_cast<const void*>(&zero64) : &zero32;
-  KILN_CUBLAS_CHECK(cublasLtMatmul(handle(), op, alpha, b.ptr, la.l, a.ptr, lb.l, beta, c, lc.l, c, lc.l,
-                                   &result.algo, ws, ws_size, s));
+  KILN_CUBLAS_CHECK(cublasLtMatmul(handle(), p.op, alpha, b.ptr, p.la, a.ptr, p.lb, beta, c, p.lc, c, p.lc, &p.algo,
+                                   ws, kWorkspaceBytes, s));
 }
 
 }  // namespace
+
+void set_tf32_matmul(bool on) { tf32_flag() = on; }
+bool tf32_matmul() { return tf32_flag(); }
+
 }  // namespace cuda
 
 void Matmul::eval_gpu(const std::vector<array>& inputs, array& out) {

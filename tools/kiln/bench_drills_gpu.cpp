@@ -1,0 +1,514 @@
+// `kiln bench --device gpu`: the drills of DESIGN.md on the CUDA backend.
+//
+// Ceilings are measured in the same run: a 1 GiB device-to-device copy
+// (cudaMemcpyAsync, bytes read plus written) is the bandwidth roof, and
+// cuBLASLt's 8192^3 rate in bf16 (fp32 and tf32 too, for their rows) is the
+// compute roof.
+//
+// Timing: each drill's graph is built once; its nodes (the tape, inputs
+// before consumers) are then re-run directly on the GPU stream, many times
+// back to back between two CUDA events, rotating input sets that together
+// exceed the L2 where one set would fit. The number is the median over
+// rounds of the mean time per run: the kernels' time plus Kiln's launch cost,
+// without the scheduler's thread hand-off (the CUDA graph encoder is meant to
+// remove that). After timing, the drill is evaluated once through the normal
+// eval path and compared with the same graph on the CPU.
+//
+// GPU compile (fusion) does not exist yet, so D1's add+gelu is two kernels
+// here and there is no add_gelu_fused row.
+#ifdef KILN_HAS_CUDA
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <unordered_set>
+
+#include "backend/cuda/cuda_common.h"
+#include "bench.h"
+#include "core/primitive.h"
+#include "core/scheduler.h"
+
+namespace kiln::bench {
+namespace {
+
+constexpr const char* kOp = "bench";
+
+// One prepared GPU drill: input sets (rotated while timing) and the graph.
+struct GpuCase {
+  std::vector<std::vector<array>> input_sets;
+  std::function<array(const std::vector<array>&)> make;
+  double tolerance = 1e-5;  // against the CPU, largest |diff| / max |cpu|
+  bool check = true;        // GEMMs are checked by tests/cuda, not here
+  bool tf32 = false;
+};
+
+struct GpuDrill {
+  std::string drill, name, dtype;  // dtype: a Kiln dtype name, or "tf32"
+  std::vector<int64_t> shape;
+  double bytes = 0, flops = 0;
+  std::function<GpuCase()> prepare;
+};
+
+struct GpuCeilings {
+  std::string device_name;
+  double copy_gbps = 0;
+  std::map<std::string, double> gemm_gflops;  // by dtype label, 8192^3 through cuBLASLt
+  double peak_for(const std::string& dtype) const {
+    auto it = gemm_gflops.find(dtype == "float16" ? "bfloat16" : dtype);
+    return it == gemm_gflops.end() ? 0 : it->second;
+  }
+};
+
+class CudaEvents {
+ public:
+  CudaEvents() {
+    KILN_CUDA_CHECK(kOp, cudaEventCreate(&start_));
+    KILN_CUDA_CHECK(kOp, cudaEventCreate(&stop_));
+  }
+  ~CudaEvents() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  // Milliseconds taken by the device work that body enqueues on s.
+  template <typename F>
+  float time(cudaStream_t s, F&& body) {
+    KILN_CUDA_CHECK(kOp, cudaEventRecord(start_, s));
+    body();
+    KILN_CUDA_CHECK(kOp, cudaEventRecord(stop_, s));
+    KILN_CUDA_CHECK(kOp, cudaEventSynchronize(stop_));
+    float ms = 0;
+    KILN_CUDA_CHECK(kOp, cudaEventElapsedTime(&ms, start_, stop_));
+    return ms;
+  }
+
+ private:
+  cudaEvent_t start_{}, stop_{};
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Stream gpu_stream() { return default_stream(Device::gpu); }
+
+// Makes the GPU stream current on this thread; returns its cudaStream_t.
+cudaStream_t bind_stream() {
+  gpu_begin_node(gpu_stream());
+  return cuda::current_stream();
+}
+
+// The nodes of y's graph still to compute, each after its inputs.
+std::vector<array> tape_of(const array& y) {
+  std::vector<array> order;
+  std::unordered_set<uintptr_t> seen;
+  std::vector<std::pair<array, bool>> stack{{y, false}};
+  while (!stack.empty()) {
+    auto [a, inputs_done] = stack.back();
+    stack.pop_back();
+    if (inputs_done) {
+      order.push_back(a);
+      continue;
+    }
+    if (!a.has_primitive() || a.is_evaluated() || !seen.insert(a.id()).second) continue;
+    stack.push_back({a, true});
+    for (const array& in : a.inputs()) stack.push_back({in, false});
+  }
+  return order;
+}
+
+void replay(std::vector<array>& tape) {
+  for (array& node : tape) {
+    gpu_begin_node(gpu_stream());
+    node.primitive()->eval_gpu(node.inputs(), node);
+  }
+}
+
+// Median over rounds of the mean microseconds per run of `run(i)`, where a
+// round is enough back-to-back runs to last about 2 ms (at least `min_runs`).
+Timing time_on_stream(const std::function<void(int)>& run, int min_runs, int reps) {
+  cudaStream_t s = bind_stream();
+  CudaEvents ev;
+  // Warm-up: cuBLASLt heuristics, the allocator's cache, module loading.
+  ev.time(s, [&] { for (int i = 0; i < min_runs; ++i) run(i); });
+  const double once_ms = ev.time(s, [&] { for (int i = 0; i < min_runs; ++i) run(i); }) / min_runs;
+  int runs = std::clamp(static_cast<int>(2.0 / std::max(once_ms, 1e-4)), 1, 2000);
+  runs = (std::max(runs, min_runs) + min_runs - 1) / min_runs * min_runs;
+  std::vector<double> per_run_us;
+  for (int r = 0; r < reps; ++r) {
+    const float ms = ev.time(s, [&] { for (int i = 0; i < runs; ++i) run(i); });
+    per_run_us.push_back(1e3 * ms / runs);
+  }
+  return {median_of(per_run_us), runs * reps};
+}
+
+array gpu_random(const Shape& shape, Dtype dtype, uint64_t seed) {
+  return random_input(shape, dtype, seed);  // the default device is the GPU during the run
+}
+
+// Largest |gpu - cpu| over max |cpu| on up to 65536 evenly spaced elements.
+double difference_from_cpu(const GpuCase& c) {
+  array g = c.make(c.input_sets[0]);
+  g.eval();
+  set_default_device(Device::cpu);
+  array want = contiguous(astype(c.make(c.input_sets[0]), float32));
+  array got = contiguous(astype(g, float32));
+  eval(want, got);
+  set_default_device(Device::gpu);
+  const float* pw = want.data<float>();
+  const float* pg = got.data<float>();
+  const size_t n = want.size();
+  if (got.size() != n) return std::numeric_limits<double>::infinity();
+  const size_t step = std::max<size_t>(1, n / 65536);
+  double max_diff = 0, max_ref = 0;
+  for (size_t i = 0; i < n; i += step) {
+    const double d = std::fabs(static_cast<double>(pg[i]) - pw[i]);
+    if (!std::isfinite(d)) return std::numeric_limits<double>::infinity();
+    max_diff = std::max(max_diff, d);
+    max_ref = std::max(max_ref, std::fabs(static_cast<double>(pw[i])));
+  }
+  return max_diff / std::max(max_ref, 1e-30);
+}
+
+// ---- ceilings ----
+
+double measure_copy_gbps() {
+  const size_t bytes = size_t{1} << 30;
+  void *src = nullptr, *dst = nullptr;
+  KILN_CUDA_CHECK(kOp, cudaMalloc(&src, bytes));
+  KILN_CUDA_CHECK(kOp, cudaMalloc(&dst, bytes));
+  cudaStream_t s = bind_stream();
+  KILN_CUDA_CHECK(kOp, cudaMemsetAsync(src, 0x3c, bytes, s));
+  CudaEvents ev;
+  std::vector<double> gbps;
+  for (int r = 0; r < 12; ++r) {
+    const float ms = ev.time(s, [&] {
+      for (int i = 0; i < 5; ++i) KILN_CUDA_CHECK(kOp, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
+    });
+    if (r >= 2) gbps.push_back(2.0 * bytes * 5 / (ms * 1e-3) / 1e9);
+  }
+  KILN_CUDA_CHECK(kOp, cudaFree(src));
+  KILN_CUDA_CHECK(kOp, cudaFree(dst));
+  return median_of(gbps);
+}
+
+// ---- drills ----
+
+void add_unary_binary(std::vector<GpuDrill>& out, bool quick) {
+  const int64_t n = quick ? int64_t{1} << 20 : int64_t{1} << 26;
+  const double nd = static_cast<double>(n);
+  const Shape shape{static_cast<int>(n)};
+  out.push_back({"D1", "copy", "float32", {n}, 8 * nd, 0, [=] {
+    GpuCase c{{{gpu_random(shape, float32, 1)}}, [](const std::vector<array>& in) { return kiln::copy(in[0]); }, 0};
+    return c;
+  }});
+  for (Dtype t : {float32, bfloat16}) {
+    const double item = static_cast<double>(size_of(t));
+    const double tol = t == float32 ? 1e-5 : 2e-2;
+    out.push_back({"D1", "add", dtype_name(t), {n}, 3 * item * nd, nd, [=] {
+      GpuCase c{{{gpu_random(shape, t, 1), gpu_random(shape, t, 2)}},
+                [](const std::vector<array>& in) { return in[0] + in[1]; }, tol};
+      return c;
+    }});
+    // Two kernels (no GPU fusion yet): add writes x + z, gelu reads it back.
+    out.push_back({"D1", "add_gelu_two_ops", dtype_name(t), {n}, 5 * item * nd, 10 * nd, [=] {
+      GpuCase c{{{gpu_random(shape, t, 1), gpu_random(shape, t, 2)}},
+                [](const std::vector<array>& in) { return gelu_approx(in[0] + in[1]); }, t == float32 ? 1e-5 : 3e-2};
+      return c;
+    }});
+  }
+  const int side = quick ? 1024 : 8192;
+  const double elems = static_cast<double>(side) * side;
+  const Shape sq{side, side};
+  out.push_back({"DM", "broadcast_add", "float32", {side, side}, 4 * (2 * elems + side), elems, [=] {
+    GpuCase c{{{gpu_random(sq, float32, 7), gpu_random({side}, float32, 8)}},
+              [](const std::vector<array>& in) { return in[0] + in[1]; }, 1e-6};
+    return c;
+  }});
+  out.push_back({"DM", "strided_add", "float32", {side, side}, 4 * 3 * elems, elems, [=] {
+    GpuCase c{{{gpu_random(sq, float32, 9), gpu_random(sq, float32, 10)}},
+              [](const std::vector<array>& in) { return in[0] + transpose(in[1]); }, 1e-6};
+    return c;
+  }});
+  out.push_back({"DM", "transpose", "float32", {side, side}, 4 * 2 * elems, 0, [=] {
+    GpuCase c{{{gpu_random(sq, float32, 6)}},
+              [](const std::vector<array>& in) { return contiguous(transpose(in[0])); }, 0};
+    return c;
+  }});
+}
+
+void add_reductions(std::vector<GpuDrill>& out, bool quick) {
+  auto reduction = [&](const std::string& name, int64_t m, int64_t k, int64_t outputs,
+                       std::function<array(const array&)> op, double tol) {
+    const double elems = static_cast<double>(m) * k;
+    out.push_back({"D2", name, "float32", {m, k}, 4 * (elems + outputs), elems, [=] {
+      GpuCase c{{{gpu_random({static_cast<int>(m), static_cast<int>(k)}, float32, 3)}},
+                [op](const std::vector<array>& in) { return op(in[0]); }, tol};
+      return c;
+    }});
+  };
+  const auto row_sum = [](const array& x) { return kiln::sum(x, -1); };
+  const std::vector<std::pair<int64_t, int64_t>> shapes =
+      quick ? std::vector<std::pair<int64_t, int64_t>>{{1024, 1024}, {16384, 64}, {16, 65536}}
+            : std::vector<std::pair<int64_t, int64_t>>{{8192, 8192}, {1 << 20, 64}, {16, 1 << 22}};
+  for (auto [m, k] : shapes) reduction("row_sum", m, k, m, row_sum, 1e-5);
+  const int64_t side = quick ? 1024 : 8192;
+  reduction("row_max", side, side, side, [](const array& x) { return kiln::max(x, -1); }, 0);
+  reduction("col_sum", side, side, side, [](const array& x) { return kiln::sum(x, 0); }, 1e-5);
+  // One sum of 2^26 terms: the CPU's float32 sum, in another order, is itself off by ~1e-4.
+  reduction("sum_all", side, side, 1, [](const array& x) { return kiln::sum(x); }, 1e-3);
+  const int64_t sm = quick ? 1024 : 4096;
+  const double elems = static_cast<double>(sm) * sm;
+  for (Dtype t : {float32, bfloat16}) {
+    out.push_back({"D2", "softmax", dtype_name(t), {sm, sm}, 2.0 * size_of(t) * elems, 5 * elems, [=] {
+      GpuCase c{{{gpu_random({static_cast<int>(sm), static_cast<int>(sm)}, t, 5)}},
+                [](const std::vector<array>& in) { return kiln::softmax(in[0], -1); }, t == float32 ? 1e-5 : 2e-2};
+      return c;
+    }});
+  }
+}
+
+// Input sets for a product whose operands fit in the L2 (60 MB on an H200):
+// enough sets that one pass over all of them is several times the L2.
+int rotation_sets(double bytes_per_set) {
+  return std::clamp(static_cast<int>(std::ceil(256e6 / bytes_per_set)), 1, 8);
+}
+
+void add_gemm(std::vector<GpuDrill>& out, const std::string& label, int64_t m, int64_t k, int64_t n) {
+  const Dtype t = label == "bfloat16" ? bfloat16 : label == "float16" ? float16 : float32;  // tf32: float32 data
+  const double item = static_cast<double>(size_of(t));
+  const double bytes = item * (m * k + k * n + m * n);
+  out.push_back({"D3", "matmul", label, {m, k, n}, bytes, 2.0 * m * k * n, [=] {
+    GpuCase c;
+    const int sets = rotation_sets(bytes);
+    for (int i = 0; i < sets; ++i) {
+      c.input_sets.push_back({gpu_random({static_cast<int>(m), static_cast<int>(k)}, t, 11 + 2 * i),
+                              gpu_random({static_cast<int>(k), static_cast<int>(n)}, t, 12 + 2 * i)});
+    }
+    c.make = [](const std::vector<array>& in) { return matmul(in[0], in[1]); };
+    c.check = false;
+    c.tf32 = label == "tf32";
+    return c;
+  }});
+}
+
+void add_linalg(std::vector<GpuDrill>& out, bool quick) {
+  const std::vector<int64_t> squares = quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{1024, 2048, 4096, 8192};
+  for (const char* label : {"bfloat16", "float16", "float32", "tf32"}) {
+    for (int64_t s : squares) add_gemm(out, label, s, s, s);
+    for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 14336}}) {
+      for (int64_t m : {1, 16, 128, 512}) add_gemm(out, label, m, quick ? k / 8 : k, quick ? n / 8 : n);
+    }
+  }
+  // D5 decode GEMV: bf16 weights in the [N, K] layout of a linear layer.
+  const std::vector<std::pair<int64_t, int64_t>> shapes =
+      quick ? std::vector<std::pair<int64_t, int64_t>>{{512, 512}, {512, 1792}}
+            : std::vector<std::pair<int64_t, int64_t>>{{4096, 4096}, {4096, 14336}, {8192, 8192}};
+  for (auto [k, n] : shapes) {
+    for (int64_t m : {1, 2, 4, 8}) {
+      const double bytes = 2.0 * (m * k + k * n + m * n);
+      out.push_back({"D5", "gemv", "bfloat16", {m, k, n}, bytes, 2.0 * m * k * n, [=] {
+        GpuCase c;
+        array x = gpu_random({static_cast<int>(m), static_cast<int>(k)}, bfloat16, 21);
+        const int sets = rotation_sets(bytes);
+        for (int i = 0; i < sets; ++i)
+          c.input_sets.push_back({x, random_input({static_cast<int>(n), static_cast<int>(k)}, bfloat16, 22 + i, -0.05f, 0.05f)});
+        c.make = [](const std::vector<array>& in) { return matmul(in[0], transpose(in[1])); };
+        c.tolerance = 2e-2;
+        return c;
+      }});
+    }
+  }
+}
+
+std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
+std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
+                   const std::vector<int64_t>& shape) {
+  return drill + "/" + name + "/" + dtype + "/" + shape_string(shape);
+}
+
+void score(BenchRow& row, const GpuCeilings& ceil) {
+  if (!row.time_us) return;
+  const double memory_floor = row.bytes / (ceil.copy_gbps * 1e9);
+  const bool matrix = row.drill == "D3" || row.drill == "D5";
+  const double peak = ceil.peak_for(row.dtype);
+  const double compute_floor = matrix && peak > 0 ? row.flops / (peak * 1e9) : 0;
+  row.bound = compute_floor > memory_floor ? "compute" : "memory";
+  row.roof_fraction = std::max(memory_floor, compute_floor) / (*row.time_us * 1e-6);
+}
+
+BenchRow measure(const GpuDrill& d, const BenchOptions& opts) {
+  BenchRow row;
+  row.drill = d.drill;
+  row.name = d.name;
+  row.device = "gpu";
+  row.dtype = d.dtype;
+  row.shape = d.shape;
+  row.bytes = d.bytes;
+  row.flops = d.flops;
+  try {
+    GpuCase c = d.prepare();
+    cuda::set_tf32_matmul(c.tf32);
+    std::vector<std::vector<array>> tapes;
+    for (const auto& in : c.input_sets) {
+      tapes.push_back(tape_of(c.make(in)));
+      if (tapes.back().empty()) throw Error("[bench] the drill's graph has nothing to compute");
+    }
+    const int sets = static_cast<int>(tapes.size());
+    Timing t = time_on_stream([&](int i) { replay(tapes[i % sets]); }, sets, std::max(opts.reps, 3));
+    row.time_us = t.median_us;
+    row.reps = t.reps;
+    synchronize(gpu_stream());
+    if (c.check) {
+      row.peer_difference = difference_from_cpu(c);
+      row.peer_agrees = *row.peer_difference <= c.tolerance;
+      if (!row.peer_agrees) row.error = "GPU output differs from the CPU's beyond " + std::to_string(c.tolerance);
+    }
+    cuda::set_tf32_matmul(false);
+  } catch (const std::exception& e) {
+    cuda::set_tf32_matmul(false);
+    row.error = e.what();
+  }
+  if (row.time_us) {
+    row.gbps = d.bytes / (*row.time_us * 1e-6) / 1e9;
+    row.gflops = d.flops / (*row.time_us * 1e-6) / 1e9;
+  }
+  return row;
+}
+
+// Peers' rows, written by bench/peers/gpu_peers.py: {"rows": [{drill, name,
+// dtype, shape, peer, time_us}, ...]}. Each Kiln row takes the fastest peer.
+void join_peers(std::vector<BenchRow>& rows, const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error("cannot read the peers file " + path);
+  auto doc = nlohmann::json::parse(f);
+  std::map<std::string, std::vector<std::pair<std::string, double>>> by_key;
+  for (const auto& r : doc.at("rows")) {
+    if (r.at("time_us").is_null()) continue;
+    by_key[key_of(r.at("drill"), r.at("name"), r.at("dtype"), r.at("shape").get<std::vector<int64_t>>())]
+        .push_back({r.at("peer").get<std::string>(), r.at("time_us").get<double>()});
+  }
+  for (BenchRow& row : rows) {
+    auto it = by_key.find(key_of(row.drill, row.name, row.dtype, row.shape));
+    if (it == by_key.end()) continue;
+    row.all_peers = it->second;
+    auto best = std::min_element(it->second.begin(), it->second.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    row.peer = best->first;
+    row.peer_time_us = best->second;
+    if (row.time_us) row.peer_ratio = best->second / *row.time_us;
+  }
+}
+
+void print_gpu_ceilings(const GpuCeilings& c) {
+  std::printf("Ceilings of this GPU (%s), measured in this run:\n", c.device_name.c_str());
+  std::printf("  memory bandwidth  %.1f GB/s (1 GiB cudaMemcpyAsync device to device, read + write)\n", c.copy_gbps);
+  for (const auto& [dtype, gflops] : c.gemm_gflops)
+    std::printf("  %-8s matmul   %.1f TFLOP/s (cuBLASLt, 8192^3, random data)\n", dtype.c_str(), gflops / 1e3);
+  std::printf("  float16 rows are measured against the bfloat16 rate\n");
+  std::printf("time: mean per run over back-to-back runs on the GPU stream (CUDA events), median of rounds\n");
+  std::printf("roof = max(bytes / copy bandwidth, flops / matmul rate) / time; peer/kiln > 1 means Kiln is faster\n");
+  std::printf("no add_gelu_fused row: GPU compile (fusion) does not exist yet\n\n");
+}
+
+void print_peer_table(const std::vector<BenchRow>& rows) {
+  std::map<std::string, int> names;
+  for (const BenchRow& r : rows)
+    for (const auto& [p, t] : r.all_peers) names.emplace(p, 0);
+  if (names.empty()) return;
+  std::printf("\nEvery peer, microseconds (kiln first):\n%-5s %-17s %-9s %-14s %11s", "drill", "name", "dtype", "shape",
+              "kiln");
+  for (const auto& [p, i] : names) std::printf(" %13s", p.c_str());
+  std::printf("\n");
+  for (const BenchRow& r : rows) {
+    if (r.all_peers.empty()) continue;
+    std::printf("%-5s %-17s %-9s %-14s %11.1f", r.drill.c_str(), r.name.c_str(), r.dtype.c_str(),
+                shape_string(r.shape).c_str(), r.time_us.value_or(NAN));
+    for (const auto& [p, i] : names) {
+      double t = NAN;
+      for (const auto& [q, tq] : r.all_peers)
+        if (q == p) t = tq;
+      std::printf(" %13.1f", t);
+    }
+    std::printf("\n");
+  }
+}
+
+}  // namespace
+
+int run_gpu_bench(const BenchOptions& opts) {
+  std::regex filter;
+  try {
+    filter = std::regex(opts.filter.empty() ? std::string(".*") : opts.filter);
+  } catch (const std::regex_error& e) {
+    std::fprintf(stderr, "kiln bench: --filter '%s' is not a valid regex: %s\n", opts.filter.c_str(), e.what());
+    return 2;
+  }
+  std::vector<GpuDrill> drills;
+  add_unary_binary(drills, opts.quick);
+  add_reductions(drills, opts.quick);
+  add_linalg(drills, opts.quick);
+  std::erase_if(drills, [&](const GpuDrill& d) { return !std::regex_search(describe(d), filter); });
+  if (drills.empty()) {
+    std::fprintf(stderr, "kiln bench: no GPU drill matches --filter '%s'\n", opts.filter.c_str());
+    return 2;
+  }
+
+  GpuCeilings ceil;
+  cudaDeviceProp prop{};
+  KILN_CUDA_CHECK(kOp, cudaGetDeviceProperties(&prop, 0));
+  ceil.device_name = prop.name;
+  ceil.copy_gbps = measure_copy_gbps();
+  const int64_t peak_side = opts.quick ? 1024 : 8192;
+  for (const char* label : {"bfloat16", "float32", "tf32"}) {
+    std::vector<GpuDrill> peak;
+    add_gemm(peak, label, peak_side, peak_side, peak_side);
+    BenchRow r = measure(peak[0], opts);
+    if (!r.error.empty()) throw Error("measuring the " + std::string(label) + " matmul peak: " + r.error);
+    ceil.gemm_gflops[label] = *r.gflops;
+  }
+  print_gpu_ceilings(ceil);
+
+  std::vector<BenchRow> rows;
+  print_table_header();
+  for (const GpuDrill& d : drills) {
+    rows.push_back(measure(d, opts));
+    score(rows.back(), ceil);
+    print_row(rows.back());
+    clear_cache();
+  }
+  if (!opts.peers_path.empty()) {
+    join_peers(rows, opts.peers_path);
+    std::printf("\nWith the fastest peer of %s:\n", opts.peers_path.c_str());
+    print_table_header();
+    for (const BenchRow& r : rows) print_row(r);
+    print_peer_table(rows);
+  }
+
+  int failed = 0;
+  for (const BenchRow& r : rows) failed += !r.error.empty();
+  if (failed) std::printf("%d drill(s) failed or disagreed with the CPU (see 'error').\n", failed);
+  // The report's ceilings, in the CPU's fields: copy bandwidth and cuBLASLt rates.
+  Ceilings c;
+  c.copy_gbps = ceil.copy_gbps;
+  c.bf16_gflops = ceil.peak_for("bfloat16");
+  c.fp32_gflops = ceil.peak_for("float32");
+  c.bf16_isa = "cuBLASLt bf16 8192^3";
+  c.fp32_isa = "cuBLASLt fp32 8192^3";
+  c.gpu_name = ceil.device_name;
+  c.tf32_gflops = ceil.peak_for("tf32");
+  if (!opts.json_path.empty()) write_json(opts.json_path, c, rows, opts);
+  if (!opts.plot_path.empty())
+    std::fprintf(stderr, "kiln bench: --plot draws the CPU's roofline only; no plot for --device gpu\n");
+  return failed ? 1 : 0;
+}
+
+}  // namespace kiln::bench
+#endif  // KILN_HAS_CUDA
