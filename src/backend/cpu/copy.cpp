@@ -1,11 +1,14 @@
 // Copy (materialize any layout into row-major, casting on the way), the
 // views (reshape, transpose, broadcast, slice) and slice_update.
+#include <cstdlib>
 #include <cstring>
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/strided.h"
 #include "backend/cpu/threading.h"
+#include "backend/cpu/transpose_avx512.h"
 #include "core/array_desc.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
@@ -84,6 +87,41 @@ void copy_transposed_tiles(const S* in, D* out, const Layout<2>& l) {
   });
 }
 
+// The same transpose for 4-byte elements of one dtype with the AVX-512
+// kernel (16x16 blocks in registers). Outputs of at least kStreamBytes are
+// written with non-temporal stores when every 16-element run is aligned:
+// they will not be read back from cache, and streaming skips reading each
+// destination line before writing it.
+static const size_t kStreamBytes = getenv("KILN_STREAM_MB") ? size_t(atoi(getenv("KILN_STREAM_MB"))) << 20 : size_t{32} << 20;
+
+void copy_transposed_32bit(const void* src, void* dst, const Layout<2>& l) {
+  const int64_t kBand = getenv("KILN_TBAND2") ? atoi(getenv("KILN_TBAND2")) : 64;
+  int nd = static_cast<int>(l.shape.size());
+  int64_t rows = l.shape[nd - 2], cols = l.shape[nd - 1];
+  int64_t outer = 1;
+  for (int d = 0; d < nd - 2; ++d) outer *= l.shape[d];
+  int64_t bands = (rows + kBand - 1) / kBand;
+  bool aligned = reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+  for (int d = 0; d < nd - 1; ++d) aligned = aligned && l.strides[0][d] % 16 == 0;
+  bool stream = aligned && static_cast<size_t>(outer * rows * cols) * 4 >= kStreamBytes;
+  const uint32_t* in = static_cast<const uint32_t*>(src);
+  uint32_t* out = static_cast<uint32_t*>(dst);
+  parallel_for(outer * bands, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / bands, r0 = (t % bands) * kBand;
+      int64_t doff = 0, soff = 0, rem = o;
+      for (int d = nd - 3; d >= 0; --d) {
+        int64_t idx = rem % l.shape[d];
+        rem /= l.shape[d];
+        doff += idx * l.strides[0][d];
+        soff += idx * l.strides[1][d];
+      }
+      transpose32_avx512(in + soff, l.strides[1][nd - 1], out + doff, l.strides[0][nd - 2], r0,
+                         std::min(rows, r0 + kBand), cols, stream);
+    }
+  });
+}
+
 }  // namespace
 
 void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& src_strides, void* dst, Dtype d,
@@ -98,6 +136,10 @@ void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& s
   }
   if (nd >= 2 && l.strides[0][nd - 1] == 1 && std::abs(l.strides[1][nd - 2]) == 1 &&
       std::abs(l.strides[1][nd - 1]) > 1 && l.shape[nd - 1] >= 16 && l.shape[nd - 2] >= 16) {
+    if (s == d && size_of(s) == 4 && l.strides[1][nd - 2] == 1 && cpu_target() >= CpuTarget::avx512) {
+      copy_transposed_32bit(src, dst, l);
+      return;
+    }
     dispatch_all(s, [&](auto st) {
       using S = typename decltype(st)::type;
       dispatch_all(d, [&](auto dt) {
