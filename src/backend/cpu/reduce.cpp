@@ -6,7 +6,6 @@
 // kept] (and batches of it) a column reduction; anything else is permuted
 // so the reduced axes come last.
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include "backend/cpu/cast.h"
@@ -25,8 +24,6 @@ namespace kiln {
 namespace {
 
 constexpr int64_t kReduceGrain = 1 << 15;
-// Outputs at least this large are written with non-temporal stores.
-static const size_t kStreamBytes = getenv("KILN_STREAM_MB") ? size_t(atoi(getenv("KILN_STREAM_MB"))) << 20 : size_t{32} << 20;
 
 // Integer sums and products wrap (through unsigned arithmetic) instead of
 // overflowing, which would be undefined.
@@ -482,9 +479,7 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, array& out) {
       const int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(len, 1));
       if constexpr (std::is_same_v<T, float>) {
         if (cpu::cpu_target() >= cpu::CpuTarget::avx512 && len > 0) {
-          // Outputs this large will not be read back from cache, so they
-          // are written around it (saving the read of every output line).
-          const bool stream = out.nbytes() >= kStreamBytes;
+          const bool stream = cpu::streaming_pays(in.nbytes() + out.nbytes());
           cpu::parallel_for(rows, grain, [&](int64_t b, int64_t e) {
             std::vector<float> scratch(len);
             cpu::softmax_rows_avx512(p + b * len, o + b * len, e - b, len, scratch.data(), stream);

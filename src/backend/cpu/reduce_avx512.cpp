@@ -111,15 +111,59 @@ KILN_AVX512 inline __m512 reduce_16_rows(__m512* v) {
                 _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+// Four rows folded at once, their loads interleaved: four streams in
+// flight instead of one. A single thread reading one stream gets ~7 GB/s
+// here, four streams ~11 GB/s (the prefetchers run per stream).
 template <typename Op, typename T>
-KILN_AVX512 void rows_typed(const T* in, int64_t rows, int64_t len, int64_t ld, float* out) {
+KILN_AVX512 inline void four_row_vectors(const T* p, int64_t ld, int64_t len, __m512* v) {
+  const T* q[4] = {p, p + ld, p + 2 * ld, p + 3 * ld};
+  __m512 a[4][2];
+  for (int k = 0; k < 4; ++k) a[k][0] = a[k][1] = Op::identity();
+  int64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    for (int k = 0; k < 4; ++k) {
+      a[k][0] = Op::op(a[k][0], load16(q[k] + i));
+      a[k][1] = Op::op(a[k][1], load16(q[k] + i + 16));
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    if (i + 16 <= len) a[k][0] = Op::op(a[k][0], load16(q[k] + i));
+    if (i + 16 < len) a[k][1] = Op::op(a[k][1], load_or_identity<Op>(q[k] + i + 16, first_lanes(len - i - 16)));
+    else if (i + 16 > len && i < len) a[k][1] = Op::op(a[k][1], load_or_identity<Op>(q[k] + i, first_lanes(len - i)));
+    v[k] = Op::op(a[k][0], a[k][1]);
+  }
+}
+
+// Rows of at least this many bytes are read four at a time.
+constexpr int64_t kLongRowBytes = 2048;
+
+// Reduces rows [r0, r0 + n), n <= 16, into out[r0..].
+template <typename Op, typename T>
+KILN_AVX512 inline void group_of_rows(const T* in, int64_t r0, int64_t n, int64_t len, int64_t ld, float* out) {
   // Row r sits in lane 4 (r % 4) + r / 4 of reduce_16_rows' result.
   const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  for (int64_t r0 = 0; r0 < rows; r0 += 16) {
-    int64_t n = std::min<int64_t>(16, rows - r0);
-    __m512 v[16];
-    for (int k = 0; k < 16; ++k) v[k] = k < n ? row_vector<Op>(in + (r0 + k) * ld, len) : Op::identity();
-    _mm512_mask_storeu_ps(out + r0, first_lanes(n), _mm512_permutexvar_ps(order, reduce_16_rows<Op>(v)));
+  __m512 v[16];
+  int k = 0;
+  if (len * static_cast<int64_t>(sizeof(T)) >= kLongRowBytes) {
+    for (; k + 4 <= n; k += 4) four_row_vectors<Op>(in + (r0 + k) * ld, ld, len, v + k);
+  }
+  for (; k < 16; ++k) v[k] = k < n ? row_vector<Op>(in + (r0 + k) * ld, len) : Op::identity();
+  _mm512_mask_storeu_ps(out + r0, first_lanes(n), _mm512_permutexvar_ps(order, reduce_16_rows<Op>(v)));
+}
+
+template <typename Op, typename T>
+KILN_AVX512 void rows_typed(const T* in, int64_t rows, int64_t len, int64_t ld, float* out) {
+  const int64_t groups = (rows + 15) / 16;
+  // Short rows are one stream: cut the rows into four ranges and visit
+  // them in turn, one group of 16 rows (a few KiB) from each, so four
+  // streams are read at once here too.
+  const int64_t streams = len * static_cast<int64_t>(sizeof(T)) < kLongRowBytes && groups >= 16 ? 4 : 1;
+  const int64_t per_stream = (groups + streams - 1) / streams;
+  for (int64_t g = 0; g < per_stream; ++g) {
+    for (int64_t s = 0; s < streams; ++s) {
+      int64_t r0 = (s * per_stream + g) * 16;
+      if (r0 < rows) group_of_rows<Op>(in, r0, std::min<int64_t>(16, rows - r0), len, ld, out);
+    }
   }
 }
 

@@ -4,16 +4,16 @@
 // line each, 64 shuffles, 16 stores of one whole cache line each. Whole-line
 // stores are what make non-temporal stores pay: the line is written without
 // first being read (a plain store reads every destination line from DRAM,
-// half again the traffic). Blocks are walked in bands of 64 destination
-// rows: each source row is then read 256 contiguous bytes at a time and each
-// destination row written in 64-byte steps, so a band keeps 64 + 16 pages
-// in use at once, within the first-level TLB.
+// half again the traffic). The caller hands over a band of destination
+// rows; within it, blocks go down the band before moving 16 columns right,
+// so each source row is read in runs as long as the band (a whole 4 KiB
+// page for a 1024-row band: one TLB miss per page instead of one per few
+// lines) while the band's destination rows advance 64 bytes at a time.
 #include "backend/cpu/transpose_avx512.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstdlib>
 
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -25,10 +25,6 @@
 namespace kiln::cpu {
 namespace {
 
-inline int64_t band_rows() {
-  static const int64_t b = getenv("KILN_TBAND") ? atoi(getenv("KILN_TBAND")) : 64;
-  return b;
-}
 
 // v[k] holds source row k (16 elements) on entry and destination row k on
 // exit. 128-bit lane L of a vector holds elements 4L..4L+3.
@@ -74,20 +70,16 @@ template <bool kStream>
 KILN_AVX512 void transpose_range(const uint32_t* src, int64_t src_ld, uint32_t* dst, int64_t dst_ld, int64_t r_begin,
                                  int64_t r_end, int64_t cols) {
   const int64_t cols16 = cols / 16 * 16;
-  const int64_t band = band_rows();
-  for (int64_t r0 = r_begin; r0 < r_end; r0 += band) {
-    const int64_t r1 = std::min(r_end, r0 + band);
-    const int64_t r16 = r0 + (r1 - r0) / 16 * 16;
-    for (int64_t c = 0; c < cols16; c += 16) {
-      for (int64_t r = r0; r < r16; r += 16) block_16x16<kStream>(src, src_ld, dst, dst_ld, r, c);
-    }
-    // Edges: the last columns of every row, and rows below the last full block.
-    for (int64_t r = r0; r < r16; ++r) {
-      for (int64_t c = cols16; c < cols; ++c) dst[r * dst_ld + c] = src[c * src_ld + r];
-    }
-    for (int64_t r = r16; r < r1; ++r) {
-      for (int64_t c = 0; c < cols; ++c) dst[r * dst_ld + c] = src[c * src_ld + r];
-    }
+  const int64_t r16 = r_begin + (r_end - r_begin) / 16 * 16;
+  for (int64_t c = 0; c < cols16; c += 16) {
+    for (int64_t r = r_begin; r < r16; r += 16) block_16x16<kStream>(src, src_ld, dst, dst_ld, r, c);
+  }
+  // Edges: the last columns of every row, and rows below the last full block.
+  for (int64_t r = r_begin; r < r16; ++r) {
+    for (int64_t c = cols16; c < cols; ++c) dst[r * dst_ld + c] = src[c * src_ld + r];
+  }
+  for (int64_t r = r16; r < r_end; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[r * dst_ld + c] = src[c * src_ld + r];
   }
 }
 

@@ -6,7 +6,8 @@
 namespace kiln::cpu {
 
 // dst[r * dst_ld + c] = src[c * src_ld + r] for r in [r_begin, r_end) and c
-// in [0, cols). `stream` writes whole 16-element runs with non-temporal
+// in [0, cols). The rows [r_begin, r_end) are one band: up to ~1024 rows
+// it makes the source reads long runs (see the .cpp). `stream` writes whole 16-element runs with non-temporal
 // stores; it needs dst and dst_ld to keep every run 64-byte aligned (dst
 // 64-byte aligned, dst_ld a multiple of 16).
 void transpose32_avx512(const uint32_t* src, int64_t src_ld, uint32_t* dst, int64_t dst_ld, int64_t r_begin,
