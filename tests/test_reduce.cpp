@@ -669,7 +669,9 @@ TEST(ReduceTest, MaxMinPropagateNan) {
     std::vector<double> xv = to_double(x);
     for (bool is_max : {true, false}) {
       SCOPED_TRACE(is_max ? "max" : "min");
-      auto pick = [&](double a, double b) { return std::isnan(a) || std::isnan(b) ? nan : is_max ? std::max(a, b) : std::min(a, b); };
+      auto pick = [&](double a, double b) {
+        return std::isnan(a) || std::isnan(b) ? nan : is_max ? std::max(a, b) : std::min(a, b);
+      };
       std::vector<double> rows(19, is_max ? -INFINITY : INFINITY), cols(70, is_max ? -INFINITY : INFINITY);
       for (int r = 0; r < 19; ++r) {
         for (int c = 0; c < 70; ++c) {

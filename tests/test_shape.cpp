@@ -471,19 +471,22 @@ TEST(ShapeTest, TransposeCopyBlocks) {
     Shape shape;
     Dtype dt;
     bool sliced;  // x is a slice of a wider array
+    bool flipped = false;  // x has its rows reversed (a negative row stride)
   };
   const Case cases[] = {{{16, 16}, float32, false}, {{17, 33}, float32, false}, {{65, 130}, int32, false},
                         {{64, 47}, uint32, true},   {{3, 33, 47}, float32, false}, {{2, 70, 18}, float32, true},
-                        {{100, 16}, float16, false}, {{272, 1100}, float32, false}, {{2, 32, 48}, int32, false}};
+                        {{100, 16}, float16, false}, {{272, 1100}, float32, false}, {{2, 32, 48}, int32, false},
+                        {{40, 33}, float32, false, true},  {{3, 18, 64}, int32, true, true}};
   for (size_t threshold : {size_t{0}, SIZE_MAX}) {
     cpu::set_streaming_threshold(threshold);
     for (const Case& c : cases) {
-      SCOPED_TRACE(fmt(c.shape) + " " + dtype_name(c.dt) + (c.sliced ? " sliced" : "") +
+      SCOPED_TRACE(fmt(c.shape) + " " + dtype_name(c.dt) + (c.sliced ? " sliced" : "") + (c.flipped ? " flipped" : "") +
                    (threshold == 0 ? " streamed" : ""));
       Shape wide = c.shape;
       if (c.sliced) wide.back() += 3;
       array base = random_array(wide, c.dt, 0, 100);
       array x = c.sliced ? slice(base, Shape(c.shape.size(), 0), c.shape) : base;
+      if (c.flipped) x = flip(x, {static_cast<int>(c.shape.size()) - 2});
       array t = contiguous(swapaxes(x, -1, -2));
       const int nd = static_cast<int>(c.shape.size());
       const int64_t rows = c.shape[nd - 2], cols = c.shape[nd - 1];

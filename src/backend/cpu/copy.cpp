@@ -110,7 +110,6 @@ void copy_transposed_tiles(const S* in, D* out, const Layout<2>& l) {
 // The same transpose for 4-byte elements of one dtype with the AVX-512
 // kernel (16x16 blocks in registers), with streaming stores when
 // streaming_pays() and every 16-element run of the output is aligned.
-
 void copy_transposed_32bit(const void* src, void* dst, const Layout<2>& l) {
   int nd = static_cast<int>(l.shape.size());
   int64_t rows = l.shape[nd - 2], cols = l.shape[nd - 1];

@@ -98,10 +98,12 @@ template <typename Op>
 KILN_AVX512 inline __m512 reduce_16_rows(__m512* v) {
   __m512 t[8], u[4], w[2];
   for (int i = 0; i < 8; ++i) {  // lanes 0-7: row 2i, 8-15: row 2i+1
-    t[i] = Op::op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44), _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
+    t[i] = Op::op(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0x44),
+                  _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], 0xEE));
   }
   for (int i = 0; i < 4; ++i) {  // 128-bit chunk k: row 4i + k
-    u[i] = Op::op(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88), _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
+    u[i] = Op::op(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0x88),
+                  _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], 0xDD));
   }
   for (int i = 0; i < 2; ++i) {  // chunk k: two lanes of row 8i + k, two of row 8i + 4 + k
     __m512d a = _mm512_castps_pd(u[2 * i]), b = _mm512_castps_pd(u[2 * i + 1]);

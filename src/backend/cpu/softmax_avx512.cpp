@@ -94,7 +94,10 @@ KILN_AVX512 void scale_out(const float* e, float scale, int64_t len, float* y, b
     int64_t head = (64 - reinterpret_cast<uintptr_t>(y) % 64) % 64 / sizeof(float);
     if (reinterpret_cast<uintptr_t>(y) % sizeof(float) != 0) head = len;  // never aligned: no streaming
     head = std::min(head, len);
-    if (head > 0) _mm512_mask_storeu_ps(y, first_lanes(head), _mm512_mul_ps(_mm512_maskz_loadu_ps(first_lanes(head), e), vs));
+    if (head > 0) {
+      __mmask16 k = first_lanes(head);
+      _mm512_mask_storeu_ps(y, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, e), vs));
+    }
     for (i = head; i + 16 <= len; i += 16) _mm512_stream_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(e + i), vs));
   } else {
     for (; i + 16 <= len; i += 16) _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_loadu_ps(e + i), vs));
