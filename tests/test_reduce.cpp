@@ -189,6 +189,7 @@ const std::vector<ReduceCase>& reduce_cases() {
       {{17, 64}, {0}, Form::kInt},
       {{3, 21, 65}, {1}, Form::kInt},
       {{3, 21, 65}, {1}, Form::kVector},
+      {{300, 33}, {1}, Form::kInt},  // many short rows: read as several ranges at once
   };
   return cases;
 }

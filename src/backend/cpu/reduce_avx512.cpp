@@ -153,20 +153,41 @@ KILN_AVX512 inline void group_of_rows(const T* in, int64_t r0, int64_t n, int64_
   _mm512_mask_storeu_ps(out + r0, first_lanes(n), _mm512_permutexvar_ps(order, reduce_16_rows<Op>(v)));
 }
 
+// Short rows are one stream: cut the rows into 8 ranges and read them row
+// by row in turn (a group of 16 rows from each range at once), so several
+// streams advance together here too. On [2^20, 64] floats (2 threads, a
+// quiet run): 22.5 ms with 4 ranges visited a 4 KiB group at a time (each
+// visit starts a page cold), 16.8 ms with 4 ranges row by row, 15 ms with 8.
+constexpr int kRanges = 8;
+
 template <typename Op, typename T>
-KILN_AVX512 void rows_typed(const T* in, int64_t rows, int64_t len, int64_t ld, float* out) {
-  const int64_t groups = (rows + 15) / 16;
-  // Short rows are one stream: cut the rows into four ranges and visit
-  // them in turn, one group of 16 rows (a few KiB) from each, so four
-  // streams are read at once here too.
-  const int64_t streams = len * static_cast<int64_t>(sizeof(T)) < kLongRowBytes && groups >= 16 ? 4 : 1;
-  const int64_t per_stream = (groups + streams - 1) / streams;
-  for (int64_t g = 0; g < per_stream; ++g) {
-    for (int64_t s = 0; s < streams; ++s) {
-      int64_t r0 = (s * per_stream + g) * 16;
-      if (r0 < rows) group_of_rows<Op>(in, r0, std::min<int64_t>(16, rows - r0), len, ld, out);
+KILN_AVX512 void short_rows_in_ranges(const T* in, int64_t rows, int64_t len, int64_t ld, float* out) {
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const int64_t per_range = ((rows + 15) / 16 + kRanges - 1) / kRanges;  // groups of 16 rows
+  for (int64_t g = 0; g < per_range; ++g) {
+    __m512 v[kRanges][16];
+    int64_t first[kRanges];
+    for (int s = 0; s < kRanges; ++s) first[s] = (s * per_range + g) * 16;
+    for (int k = 0; k < 16; ++k) {
+      for (int s = 0; s < kRanges; ++s) {
+        int64_t r = first[s] + k;
+        v[s][k] = r < rows ? row_vector<Op>(in + r * ld, len) : Op::identity();
+      }
+    }
+    for (int s = 0; s < kRanges; ++s) {
+      if (first[s] >= rows) continue;
+      __mmask16 m = first_lanes(std::min<int64_t>(16, rows - first[s]));
+      _mm512_mask_storeu_ps(out + first[s], m, _mm512_permutexvar_ps(order, reduce_16_rows<Op>(v[s])));
     }
   }
+}
+
+template <typename Op, typename T>
+KILN_AVX512 void rows_typed(const T* in, int64_t rows, int64_t len, int64_t ld, float* out) {
+  if (len * static_cast<int64_t>(sizeof(T)) < kLongRowBytes && rows >= 256) {
+    return short_rows_in_ranges<Op>(in, rows, len, ld, out);
+  }
+  for (int64_t r0 = 0; r0 < rows; r0 += 16) group_of_rows<Op>(in, r0, std::min<int64_t>(16, rows - r0), len, ld, out);
 }
 
 template <typename Op, typename T>
