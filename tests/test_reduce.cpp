@@ -3,6 +3,7 @@
 // transposed, strided, flipped and broadcast inputs.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <iterator>
 #include <limits>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/copy.h"
 #include "test_layouts.h"
 #include "test_util.h"
 
@@ -180,6 +182,14 @@ const std::vector<ReduceCase>& reduce_cases() {
       {{64, 1001}, {1}, Form::kInt},
       {{64, 1001}, {-1}, Form::kVector},
       {{1001, 33}, {0}, Form::kInt},
+      // Around the vector kernels' blocks: 16-lane vectors, 64-element row
+      // steps, groups of 16 rows, columns combined 4 rows at a time.
+      {{1, 65}, {1}, Form::kInt},
+      {{33, 63}, {-1}, Form::kInt},
+      {{17, 64}, {0}, Form::kInt},
+      {{3, 21, 65}, {1}, Form::kInt},
+      {{3, 21, 65}, {1}, Form::kVector},
+      {{300, 33}, {1}, Form::kInt},  // many short rows: read as several ranges at once
   };
   return cases;
 }
@@ -644,6 +654,81 @@ TEST(ReduceTest, LargeMultithreaded) {
     }
     EXPECT_TRUE(all_close(softmax(x, -1), want, tolerance(float32), 1e-9));
   }
+}
+
+// A NaN anywhere in a group makes max and min NaN, wherever it falls in the
+// vector kernels' blocks (first lane, the masked tail, a leftover row).
+TEST(ReduceTest, MaxMinPropagateNan) {
+  const Shape shape = {19, 70};
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> v = uniform_values(numel(shape), -2, 2);
+  const std::vector<std::pair<int, int>> nans = {{0, 0}, {3, 69}, {18, 35}};
+  for (auto [r, c] : nans) v[r * 70 + c] = nan;
+  for (Dtype dt : {float32, bfloat16, float16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    array x(v, shape, dt);
+    std::vector<double> xv = to_double(x);
+    for (bool is_max : {true, false}) {
+      SCOPED_TRACE(is_max ? "max" : "min");
+      auto pick = [&](double a, double b) {
+        return std::isnan(a) || std::isnan(b) ? nan : is_max ? std::max(a, b) : std::min(a, b);
+      };
+      std::vector<double> rows(19, is_max ? -INFINITY : INFINITY), cols(70, is_max ? -INFINITY : INFINITY);
+      for (int r = 0; r < 19; ++r) {
+        for (int c = 0; c < 70; ++c) {
+          rows[r] = pick(rows[r], xv[r * 70 + c]);
+          cols[c] = pick(cols[c], xv[r * 70 + c]);
+        }
+      }
+      EXPECT_TRUE(all_close(is_max ? max(x, 1) : min(x, 1), rows, 0.0));
+      EXPECT_TRUE(all_close(is_max ? max(x, 0) : min(x, 0), cols, 0.0));
+      EXPECT_TRUE(std::isnan(to_double(is_max ? max(x) : min(x))[0]));
+    }
+  }
+}
+
+// Fewer rows than threads: each row is cut into pieces reduced in parallel.
+TEST(ReduceTest, FewLongRows) {
+  const Shape shape = {3, 140001};
+  std::vector<double> v = uniform_values(numel(shape), -2, 2);
+  for (Dtype dt : {float32, bfloat16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    array x(v, shape, dt);
+    std::vector<double> xv = to_double(x);
+    Groups g = group_by(xv, shape, {1}, false);
+    std::vector<double> want_sum, bound, want_max, want_min;
+    for (const auto& grp : g.values) {
+      want_sum.push_back(ref_sum(grp));
+      bound.push_back(sum_bound(grp, want_sum.back(), dt));
+      want_max.push_back(*std::max_element(grp.begin(), grp.end()));
+      want_min.push_back(*std::min_element(grp.begin(), grp.end()));
+    }
+    EXPECT_TRUE(within(to_double(sum(x, 1)), want_sum, bound));
+    EXPECT_TRUE(all_close(max(x, 1), want_max, 0.0));
+    EXPECT_TRUE(all_close(min(x, -1), want_min, 0.0));
+  }
+}
+
+// Softmax with streaming stores forced on (and off) for small outputs, rows
+// that do not start on a 64-byte boundary among them.
+TEST(ReduceTest, SoftmaxStreamedOutput) {
+  for (size_t threshold : {size_t{0}, SIZE_MAX}) {
+    cpu::set_streaming_threshold(threshold);
+    for (Shape shape : {Shape{37, 1001}, Shape{5, 4096}, Shape{3, 7}}) {
+      SCOPED_TRACE(fmt(shape) + (threshold == 0 ? " streamed" : ""));
+      const int rows = shape[0], cols = shape[1];
+      array x = random_array(shape, float32, -6, 6);
+      std::vector<double> xv = to_double(x), want(xv.size());
+      for (int r = 0; r < rows; ++r) {
+        const double* row = xv.data() + static_cast<int64_t>(r) * cols;
+        double m = *std::max_element(row, row + cols), s = 0;
+        for (int c = 0; c < cols; ++c) s += std::exp(row[c] - m);
+        for (int c = 0; c < cols; ++c) want[static_cast<int64_t>(r) * cols + c] = std::exp(row[c] - m) / s;
+      }
+      EXPECT_TRUE(all_close(softmax(x, -1), want, tolerance(float32), 1e-9));
+    }
+  }
+  cpu::set_streaming_threshold(SIZE_MAX);
 }
 
 // ---- argument errors ----

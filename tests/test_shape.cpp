@@ -4,6 +4,7 @@
 // broadcast). Also: views share their input's buffer.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cpu/copy.h"
 #include "test_layouts.h"
 #include "test_util.h"
 
@@ -458,6 +460,52 @@ TEST(ShapeTest, CopyContiguous) {
   run_family("contiguous");
 }
 TEST(ShapeTest, ComposedViews) { run_family("composed"); }
+
+// contiguous(swapaxes(x, -1, -2)) runs the blocked transpose kernels: sizes
+// around their 16x16 blocks and row bands, batches, sources with a row
+// stride (slices), 4-byte dtypes of each kind and a 2-byte one; with
+// streaming stores forced on (taken where output rows are whole multiples
+// of 16 elements) and off.
+TEST(ShapeTest, TransposeCopyBlocks) {
+  struct Case {
+    Shape shape;
+    Dtype dt;
+    bool sliced;  // x is a slice of a wider array
+    bool flipped = false;  // x has its rows reversed (a negative row stride)
+  };
+  const Case cases[] = {{{16, 16}, float32, false}, {{17, 33}, float32, false}, {{65, 130}, int32, false},
+                        {{64, 47}, uint32, true},   {{3, 33, 47}, float32, false}, {{2, 70, 18}, float32, true},
+                        {{100, 16}, float16, false}, {{272, 1100}, float32, false}, {{2, 32, 48}, int32, false},
+                        {{40, 33}, float32, false, true},  {{3, 18, 64}, int32, true, true}};
+  for (size_t threshold : {size_t{0}, SIZE_MAX}) {
+    cpu::set_streaming_threshold(threshold);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt(c.shape) + " " + dtype_name(c.dt) + (c.sliced ? " sliced" : "") + (c.flipped ? " flipped" : "") +
+                   (threshold == 0 ? " streamed" : ""));
+      Shape wide = c.shape;
+      if (c.sliced) wide.back() += 3;
+      array base = random_array(wide, c.dt, 0, 100);
+      array x = c.sliced ? slice(base, Shape(c.shape.size(), 0), c.shape) : base;
+      if (c.flipped) x = flip(x, {static_cast<int>(c.shape.size()) - 2});
+      array t = contiguous(swapaxes(x, -1, -2));
+      const int nd = static_cast<int>(c.shape.size());
+      const int64_t rows = c.shape[nd - 2], cols = c.shape[nd - 1];
+      const int64_t batches = numel(c.shape) / (rows * cols);
+      Shape want_shape = c.shape;
+      std::swap(want_shape[nd - 1], want_shape[nd - 2]);
+      ASSERT_EQ(t.shape(), want_shape);
+      std::vector<double> xv = to_double(x), tv = to_double(t);
+      for (int64_t b = 0; b < batches; ++b) {
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < cols; ++j) {
+            ASSERT_EQ(tv[(b * cols + j) * rows + i], xv[(b * rows + i) * cols + j]) << b << " " << i << " " << j;
+          }
+        }
+      }
+    }
+  }
+  cpu::set_streaming_threshold(SIZE_MAX);
+}
 
 TEST(ShapeTest, PadValueCastAndFloat16) {
   array a = random_array({2, 3}, float16);

@@ -1,11 +1,18 @@
 // Copy (materialize any layout into row-major, casting on the way), the
 // views (reshape, transpose, broadcast, slice) and slice_update.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
 #include <cstring>
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/strided.h"
 #include "backend/cpu/threading.h"
+#include "backend/cpu/transpose_avx512.h"
 #include "core/array_desc.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
@@ -15,12 +22,28 @@ namespace cpu {
 
 namespace {
 constexpr int64_t kGrain = 1 << 15;
+std::atomic<size_t> g_streaming_threshold{SIZE_MAX};
+
+size_t last_level_cache_bytes() {
+  static const size_t bytes = [] {
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? static_cast<size_t>(l3) : size_t{32} << 20;
+  }();
+  return bytes;
+}
 
 template <typename To, typename From>
 void cast_run(const From* src, To* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = convert<To>(src[i]);
 }
 }  // namespace
+
+bool streaming_pays(size_t bytes) {
+  size_t t = g_streaming_threshold.load(std::memory_order_relaxed);
+  return bytes >= (t == SIZE_MAX ? last_level_cache_bytes() : t);
+}
+
+void set_streaming_threshold(size_t bytes) { g_streaming_threshold.store(bytes, std::memory_order_relaxed); }
 
 void cast_contiguous(const void* src, Dtype s, void* dst, Dtype d, size_t n) {
   dispatch_all(s, [&](auto st) {
@@ -84,6 +107,42 @@ void copy_transposed_tiles(const S* in, D* out, const Layout<2>& l) {
   });
 }
 
+// The same transpose for 4-byte elements of one dtype with the AVX-512
+// kernel (16x16 blocks in registers), with streaming stores when
+// streaming_pays() and every 16-element run of the output is aligned.
+void copy_transposed_32bit(const void* src, void* dst, const Layout<2>& l) {
+  int nd = static_cast<int>(l.shape.size());
+  int64_t rows = l.shape[nd - 2], cols = l.shape[nd - 1];
+  int64_t outer = 1;
+  for (int d = 0; d < nd - 2; ++d) outer *= l.shape[d];
+  // Bands of destination rows: long enough that source rows are read a
+  // page at a time (1024 rows measured best on 8192^2: 1.3-1.5x memcpy's
+  // time against 1.6-1.7x for 256 rows and 2.5x+ for 64), short enough
+  // that every thread gets one, in whole 16-row blocks.
+  int64_t per_thread = (outer == 1 ? (rows + cpu_threads() - 1) / cpu_threads() : rows);
+  const int64_t band = std::clamp<int64_t>((per_thread + 15) / 16 * 16, 64, 1024);
+  int64_t bands = (rows + band - 1) / band;
+  bool aligned = reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+  for (int d = 0; d < nd - 1; ++d) aligned = aligned && l.strides[0][d] % 16 == 0;
+  bool stream = aligned && streaming_pays(static_cast<size_t>(outer * rows * cols) * 8);
+  const uint32_t* in = static_cast<const uint32_t*>(src);
+  uint32_t* out = static_cast<uint32_t*>(dst);
+  parallel_for(outer * bands, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      int64_t o = t / bands, r0 = (t % bands) * band;
+      int64_t doff = 0, soff = 0, rem = o;
+      for (int d = nd - 3; d >= 0; --d) {
+        int64_t idx = rem % l.shape[d];
+        rem /= l.shape[d];
+        doff += idx * l.strides[0][d];
+        soff += idx * l.strides[1][d];
+      }
+      transpose32_avx512(in + soff, l.strides[1][nd - 1], out + doff, l.strides[0][nd - 2], r0,
+                         std::min(rows, r0 + band), cols, stream);
+    }
+  });
+}
+
 }  // namespace
 
 void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& src_strides, void* dst, Dtype d,
@@ -98,6 +157,10 @@ void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& s
   }
   if (nd >= 2 && l.strides[0][nd - 1] == 1 && std::abs(l.strides[1][nd - 2]) == 1 &&
       std::abs(l.strides[1][nd - 1]) > 1 && l.shape[nd - 1] >= 16 && l.shape[nd - 2] >= 16) {
+    if (s == d && size_of(s) == 4 && l.strides[1][nd - 2] == 1 && cpu_target() >= CpuTarget::avx512) {
+      copy_transposed_32bit(src, dst, l);
+      return;
+    }
     dispatch_all(s, [&](auto st) {
       using S = typename decltype(st)::type;
       dispatch_all(d, [&](auto dt) {

@@ -1,4 +1,5 @@
 #pragma once
+#include <cstddef>
 #include <optional>
 
 #include "kiln/array.h"
@@ -13,4 +14,14 @@ void copy_to_row_major(const array& in, array& out);
 // Strides that view data of (in_shape, in_strides) as out_shape, if the
 // layout allows it without a copy.
 std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_strides, const Shape& out_shape);
+
+// Whether an op that reads and writes `bytes` in all should write its output
+// with non-temporal stores: only when the data cannot stay in the last-level
+// cache anyway (then streaming saves reading each output line before writing
+// it; otherwise it would push into DRAM what the next op could read from
+// cache).
+bool streaming_pays(size_t bytes);
+// Test hook: streaming_pays(b) becomes b >= bytes; SIZE_MAX restores the
+// cache-size rule.
+void set_streaming_threshold(size_t bytes);
 }  // namespace kiln::cpu

@@ -10,7 +10,10 @@
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/reduce_avx512.h"
 #include "backend/cpu/simd_math.h"
+#include "backend/cpu/softmax_avx512.h"
 #include "backend/cpu/threading.h"
 #include "core/array_desc.h"
 #include "core/ops_util.h"
@@ -172,6 +175,121 @@ void column_reduce(const T* in, O* out, int64_t batches, int64_t len, int64_t wi
   }
 }
 
+// ---- AVX-512 paths: float sum/max/min of float32, bfloat16, float16 ----
+
+template <typename Op>
+constexpr bool kIsVecOp = false;
+template <>
+constexpr bool kIsVecOp<SumOp<float>> = true;
+template <>
+constexpr bool kIsVecOp<MaxOp<float>> = true;
+template <>
+constexpr bool kIsVecOp<MinOp<float>> = true;
+
+template <typename Op>
+constexpr cpu::VecReduce vec_kind() {
+  if constexpr (std::is_same_v<Op, SumOp<float>>) return cpu::VecReduce::sum;
+  else if constexpr (std::is_same_v<Op, MaxOp<float>>) return cpu::VecReduce::max;
+  else return cpu::VecReduce::min;
+}
+
+template <typename T, typename A, typename Op>
+bool use_vec_reduce() {
+  if constexpr (std::is_same_v<A, float> && kIsVecOp<Op> &&
+                (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t> || std::is_same_v<T, float16_t>)) {
+    return cpu::cpu_target() >= cpu::CpuTarget::avx512;
+  }
+  return false;
+}
+
+// out[r] = reduce(in[r*len : (r+1)*len]). With too few rows for the
+// threads, rows are cut into pieces whose partial results are combined
+// afterwards: one parallel region whatever the shape.
+template <typename T, typename O, typename Op>
+void row_reduce_vec(const T* in, O* out, int64_t rows, int64_t len, Op op) {
+  constexpr cpu::VecReduce kind = vec_kind<Op>();
+  const Dtype dt = dtype_of<T>;
+  const int threads = cpu_threads();
+  int64_t parts = 1;
+  if (rows < 4 * threads && len >= 4 * kReduceGrain) {
+    parts = std::min((4 * threads + rows - 1) / rows, len / kReduceGrain);
+  }
+  // Pieces are whole 64-element blocks, so only the last one has a tail.
+  const int64_t piece = ((len + parts - 1) / parts + 63) / 64 * 64;
+  parts = (len + piece - 1) / piece;
+  std::vector<float> partial;
+  float* res = nullptr;
+  if constexpr (std::is_same_v<O, float>) {
+    if (parts == 1) res = out;
+  }
+  if (!res) {
+    partial.resize(rows * parts);
+    res = partial.data();
+  }
+  if (parts == 1) {
+    cpu::parallel_for(rows, std::max<int64_t>(1, kReduceGrain / len), [&](int64_t b, int64_t e) {
+      cpu::reduce_rows_avx512(dt, in + b * len, e - b, len, len, kind, res + b);
+    });
+  } else {
+    cpu::parallel_for(rows * parts, 1, [&](int64_t b, int64_t e) {
+      for (int64_t item = b; item < e; ++item) {
+        int64_t r = item / parts, s = (item % parts) * piece;
+        cpu::reduce_rows_avx512(dt, in + r * len + s, 1, std::min(piece, len - s), len, kind, res + item);
+      }
+    });
+  }
+  if (res == reinterpret_cast<float*>(out)) return;
+  for (int64_t r = 0; r < rows; ++r) {
+    float acc = res[r * parts];
+    for (int64_t k = 1; k < parts; ++k) acc = op(acc, res[r * parts + k]);
+    out[r] = static_cast<O>(acc);
+  }
+}
+
+// out[b, j] = reduce_i in[b, i, j] for blocks of shape [len, width]: the
+// same split as column_reduce, with the vector kernel inside.
+template <typename T, typename O, typename Op>
+void column_reduce_vec(const T* in, O* out, int64_t batches, int64_t len, int64_t width, Op op) {
+  constexpr cpu::VecReduce kind = vec_kind<Op>();
+  const Dtype dt = dtype_of<T>;
+  const int threads = cpu_threads();
+  if (width <= (1 << 16) && (len >= 4 * threads || threads == 1)) {
+    std::vector<std::vector<float>> partial(threads, std::vector<float>(width));
+    for (int64_t batch = 0; batch < batches; ++batch) {
+      const T* base = in + batch * len * width;
+      for (auto& p : partial) std::fill(p.begin(), p.end(), op.init());
+      // Grain of 4 rows: the kernel combines rows four at a time.
+      cpu::parallel_for(
+          len, std::max<int64_t>(4, kReduceGrain / width),
+          [&](int64_t b, int64_t e) {
+            cpu::accumulate_columns_avx512(dt, base + b * width, e - b, width, width, kind,
+                                           partial[omp_get_thread_num()].data());
+          },
+          threads);
+      for (int64_t j = 0; j < width; ++j) {
+        float acc = partial[0][j];
+        for (int t = 1; t < threads; ++t) acc = op(acc, partial[t][j]);
+        out[batch * width + j] = static_cast<O>(acc);
+      }
+    }
+    return;
+  }
+  constexpr int64_t kColBlock = 256;
+  const int64_t blocks_per_batch = (width + kColBlock - 1) / kColBlock;
+  cpu::parallel_for(batches * blocks_per_batch, std::max<int64_t>(1, kReduceGrain / (len * kColBlock)),
+                    [&](int64_t b, int64_t e) {
+    float acc[kColBlock];
+    for (int64_t blk = b; blk < e; ++blk) {
+      int64_t batch = blk / blocks_per_batch;
+      int64_t j0 = (blk % blocks_per_batch) * kColBlock;
+      int64_t w = std::min(kColBlock, width - j0);
+      std::fill(acc, acc + w, op.init());
+      cpu::accumulate_columns_avx512(dt, in + batch * len * width + j0, len, w, width, kind, acc);
+      for (int64_t j = 0; j < w; ++j) out[batch * width + j0 + j] = static_cast<O>(acc[j]);
+    }
+  });
+}
+
 // A row-major copy of `in` (or `in` itself when it already is one), plus
 // the data pointer to read.
 struct RowMajor {
@@ -205,18 +323,31 @@ void reduce_typed(const array& in, array& out, const std::vector<int>& axes, Op 
     for (int64_t i = 0; i < n_out; ++i) dst[i] = static_cast<O>(static_cast<A>(static_cast<cpu::compute_t<T>>(p[i])));
     return;
   }
+  const bool vec = use_vec_reduce<T, A, Op>();
+  auto rows = [&](const T* x, int64_t n, int64_t len) {
+    if constexpr (kIsVecOp<Op>) {
+      if (vec) return row_reduce_vec<T, O>(x, dst, n, len, op);
+    }
+    row_reduce<T, O, A>(x, dst, n, len, op);
+  };
+  auto columns = [&](int64_t batches, int64_t len, int64_t width) {
+    if constexpr (kIsVecOp<Op>) {
+      if (vec) return column_reduce_vec<T, O>(p, dst, batches, len, width, op);
+    }
+    column_reduce<T, O, A>(p, dst, batches, len, width, op);
+  };
   if (kinds.back()) {
-    if (sizes.size() == 1) return row_reduce<T, O, A>(p, dst, 1, sizes[0], op);
-    if (sizes.size() == 2) return row_reduce<T, O, A>(p, dst, sizes[0], sizes[1], op);
+    if (sizes.size() == 1) return rows(p, 1, sizes[0]);
+    if (sizes.size() == 2) return rows(p, sizes[0], sizes[1]);
   } else {
-    if (sizes.size() == 2) return column_reduce<T, O, A>(p, dst, 1, sizes[0], sizes[1], op);
-    if (sizes.size() == 3) return column_reduce<T, O, A>(p, dst, sizes[0], sizes[1], sizes[2], op);
+    if (sizes.size() == 2) return columns(1, sizes[0], sizes[1]);
+    if (sizes.size() == 3) return columns(sizes[0], sizes[1], sizes[2]);
   }
   // General case: move the reduced axes last, make that contiguous, reduce rows.
   ReducedLastView v = reduced_axes_last(shape, axes);
   auto buf = allocator::malloc(in.nbytes(), name);
   cpu::copy_strided(p, in.dtype(), v.shape, v.strides, buf->ptr(), in.dtype(), row_major_strides(v.shape));
-  row_reduce<T, O, A>(static_cast<const T*>(buf->ptr()), dst, n_out, v.row_length, op);
+  rows(static_cast<const T*>(buf->ptr()), n_out, v.row_length);
 }
 
 template <typename T, typename O>
@@ -345,7 +476,18 @@ void Softmax::eval_cpu(const std::vector<array>& inputs, array& out) {
     if constexpr (std::is_floating_point_v<C>) {
       const T* p = reinterpret_cast<const T*>(src.data);
       T* o = reinterpret_cast<T*>(detail::data_ptr(out));
-      cpu::parallel_for(rows, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+      const int64_t grain = std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(len, 1));
+      if constexpr (std::is_same_v<T, float>) {
+        if (cpu::cpu_target() >= cpu::CpuTarget::avx512 && len > 0) {
+          const bool stream = cpu::streaming_pays(in.nbytes() + out.nbytes());
+          cpu::parallel_for(rows, grain, [&](int64_t b, int64_t e) {
+            std::vector<float> scratch(len);
+            cpu::softmax_rows_avx512(p + b * len, o + b * len, e - b, len, scratch.data(), stream);
+          });
+          return;
+        }
+      }
+      cpu::parallel_for(rows, grain, [&](int64_t b, int64_t e) {
         std::vector<C> tmp(len);
         for (int64_t r = b; r < e; ++r) {
           const T* x = p + r * len;

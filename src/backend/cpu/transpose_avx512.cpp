@@ -1,0 +1,100 @@
+// AVX-512 transpose of 4-byte elements (see transpose_avx512.h).
+//
+// The unit is a 16x16 block transposed in registers: 16 loads of one cache
+// line each, 64 shuffles, 16 stores of one whole cache line each. Whole-line
+// stores are what make non-temporal stores pay: the line is written without
+// first being read (a plain store reads every destination line from DRAM,
+// half again the traffic). The caller hands over a band of destination
+// rows; within it, blocks go down the band before moving 16 columns right,
+// so each source row is read in runs as long as the band (a whole 4 KiB
+// page for a 1024-row band: one TLB miss per page instead of one per few
+// lines) while the band's destination rows advance 64 bytes at a time.
+#include "backend/cpu/transpose_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+
+namespace kiln::cpu {
+namespace {
+
+
+// v[k] holds source row k (16 elements) on entry and destination row k on
+// exit. 128-bit lane L of a vector holds elements 4L..4L+3.
+KILN_AVX512 inline void transpose_16x16(__m512* v) {
+  __m512 a[16], b[16];
+  for (int p = 0; p < 8; ++p) {  // pairs of rows interleaved, per lane
+    a[2 * p] = _mm512_unpacklo_ps(v[2 * p], v[2 * p + 1]);
+    a[2 * p + 1] = _mm512_unpackhi_ps(v[2 * p], v[2 * p + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {  // b[4q + m], lane L: column 4L + m of rows 4q..4q+3
+    __m512d a0 = _mm512_castps_pd(a[4 * q]), a1 = _mm512_castps_pd(a[4 * q + 1]);
+    __m512d a2 = _mm512_castps_pd(a[4 * q + 2]), a3 = _mm512_castps_pd(a[4 * q + 3]);
+    b[4 * q] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+    b[4 * q + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+    b[4 * q + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+    b[4 * q + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+  }
+  for (int m = 0; m < 4; ++m) {  // gather lane L of b[m], b[4+m], b[8+m], b[12+m]
+    __m512 c0 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0x88), c1 = _mm512_shuffle_f32x4(b[m], b[4 + m], 0xDD);
+    __m512 d0 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0x88), d1 = _mm512_shuffle_f32x4(b[8 + m], b[12 + m], 0xDD);
+    v[m] = _mm512_shuffle_f32x4(c0, d0, 0x88);
+    v[8 + m] = _mm512_shuffle_f32x4(c0, d0, 0xDD);
+    v[4 + m] = _mm512_shuffle_f32x4(c1, d1, 0x88);
+    v[12 + m] = _mm512_shuffle_f32x4(c1, d1, 0xDD);
+  }
+}
+
+// One 16x16 block: destination rows r..r+15, columns c..c+15.
+template <bool kStream>
+KILN_AVX512 inline void block_16x16(const uint32_t* src, int64_t src_ld, uint32_t* dst, int64_t dst_ld, int64_t r,
+                                    int64_t c) {
+  __m512 v[16];
+  for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_ps(src + (c + k) * src_ld + r);
+  transpose_16x16(v);
+  for (int k = 0; k < 16; ++k) {
+    float* p = reinterpret_cast<float*>(dst + (r + k) * dst_ld + c);
+    if constexpr (kStream) _mm512_stream_ps(p, v[k]);
+    else _mm512_storeu_ps(p, v[k]);
+  }
+}
+
+template <bool kStream>
+KILN_AVX512 void transpose_range(const uint32_t* src, int64_t src_ld, uint32_t* dst, int64_t dst_ld, int64_t r_begin,
+                                 int64_t r_end, int64_t cols) {
+  const int64_t cols16 = cols / 16 * 16;
+  const int64_t r16 = r_begin + (r_end - r_begin) / 16 * 16;
+  for (int64_t c = 0; c < cols16; c += 16) {
+    for (int64_t r = r_begin; r < r16; r += 16) block_16x16<kStream>(src, src_ld, dst, dst_ld, r, c);
+  }
+  // Edges: the last columns of every row, and rows below the last full block.
+  for (int64_t r = r_begin; r < r16; ++r) {
+    for (int64_t c = cols16; c < cols; ++c) dst[r * dst_ld + c] = src[c * src_ld + r];
+  }
+  for (int64_t r = r16; r < r_end; ++r) {
+    for (int64_t c = 0; c < cols; ++c) dst[r * dst_ld + c] = src[c * src_ld + r];
+  }
+}
+
+}  // namespace
+
+void transpose32_avx512(const uint32_t* src, int64_t src_ld, uint32_t* dst, int64_t dst_ld, int64_t r_begin,
+                        int64_t r_end, int64_t cols, bool stream) {
+  if (stream) {
+    transpose_range<true>(src, src_ld, dst, dst_ld, r_begin, r_end, cols);
+    // Streaming stores are weakly ordered: publish them before the caller's
+    // threads join and the output is read.
+    _mm_sfence();
+  } else {
+    transpose_range<false>(src, src_ld, dst, dst_ld, r_begin, r_end, cols);
+  }
+}
+
+}  // namespace kiln::cpu
