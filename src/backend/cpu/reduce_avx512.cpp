@@ -16,14 +16,7 @@
 #include <algorithm>
 #include <limits>
 
-// GCC 12's AVX-512 headers seed unmasked intrinsics with _mm512_undefined_*(),
-// which -Wall reports as uninitialised once inlined (GCC PR 105593).
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#include "backend/cpu/avx512_target.h"
 
 namespace kiln::cpu {
 namespace {

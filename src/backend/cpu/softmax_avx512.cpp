@@ -11,12 +11,7 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#include "backend/cpu/avx512_target.h"
 
 namespace kiln::cpu {
 namespace {

@@ -15,16 +15,10 @@
 
 #include <algorithm>
 
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ == 12
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-
-#define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+#include "backend/cpu/avx512_target.h"
 
 namespace kiln::cpu {
 namespace {
-
 
 // v[k] holds source row k (16 elements) on entry and destination row k on
 // exit. 128-bit lane L of a vector holds elements 4L..4L+3.
