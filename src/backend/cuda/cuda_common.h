@@ -32,6 +32,11 @@ int device_sm_count();
 // Device pointer to a's first element, valid for reading on the current
 // stream (copies host data over, and waits for a write on another stream).
 const char* in_ptr(const array& a);
+// When `a` is one element (every dimension of size 1 or stride 0) whose
+// only valid copy is on the host, copies that element into `value` (at
+// most 8 bytes) and returns true: a kernel can take it by value instead of
+// uploading it. False otherwise (then use in_ptr).
+bool host_scalar(const array& a, void* value);
 // Device pointer of out's buffer for writing; marks the device copy as the
 // only valid one and registers the buffer for the node's completion event.
 char* out_ptr(array& out);

@@ -372,6 +372,20 @@ const char* in_ptr(const array& a) {
   return static_cast<const char*>(b.device_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
 }
 
+bool host_scalar(const array& a, void* value) {
+  const auto& d = *a.desc();
+  if (!d.buffer || size_of(d.dtype) > 8) return false;
+  for (size_t k = 0; k < d.shape.size(); ++k) {
+    if (d.shape[k] != 1 && d.strides[k] != 0) return false;
+  }
+  Buffer& b = *d.buffer;
+  std::lock_guard lock(b.migrate_mutex());
+  if ((b.valid() & Buffer::kDevice) || !(b.valid() & Buffer::kHost)) return false;
+  std::memcpy(value, static_cast<const char*>(b.host_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype)),
+              size_of(d.dtype));
+  return true;
+}
+
 char* out_ptr(array& out) {
   auto& d = *out.desc();
   Buffer& b = *d.buffer;
