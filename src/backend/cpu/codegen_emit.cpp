@@ -16,7 +16,6 @@ namespace {
 
 bool is_float16_like(Dtype t) { return t == float16 || t == bfloat16; }
 bool is_fp(Dtype t) { return is_float16_like(t) || t == float32 || t == float64; }
-bool is_signed_int(Dtype t) { return t == int8 || t == int32 || t == int64; }
 
 // The type a value of dtype t is computed in.
 const char* compute_type(Dtype t) {

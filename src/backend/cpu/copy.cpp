@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
@@ -66,6 +67,20 @@ void cast_contiguous(const void* src, Dtype s, void* dst, Dtype d, size_t n) {
 
 namespace {
 
+// Destination and source offsets of batch `o` of a [outer..., rows, cols]
+// layout (every dimension but the last two).
+template <typename L>
+std::pair<int64_t, int64_t> outer_offsets(const L& l, int64_t o) {
+  int64_t doff = 0, soff = 0, rem = o;
+  for (int d = static_cast<int>(l.shape.size()) - 3; d >= 0; --d) {
+    int64_t idx = rem % l.shape[d];
+    rem /= l.shape[d];
+    doff += idx * l.strides[0][d];
+    soff += idx * l.strides[1][d];
+  }
+  return {doff, soff};
+}
+
 // Copies the last two dims of a layout whose source is contiguous along the
 // second-to-last dim and the destination along the last (a transpose): in
 // square tiles, so that both sides touch whole cache lines instead of one
@@ -83,13 +98,7 @@ void copy_transposed_tiles(const S* in, D* out, const Layout<2>& l) {
   parallel_for(outer * row_tiles, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       int64_t o = t / row_tiles, r0 = (t % row_tiles) * kTile;
-      int64_t doff = 0, soff = 0, rem = o;
-      for (int d = nd - 3; d >= 0; --d) {
-        int64_t idx = rem % l.shape[d];
-        rem /= l.shape[d];
-        doff += idx * l.strides[0][d];
-        soff += idx * l.strides[1][d];
-      }
+      auto [doff, soff] = outer_offsets(l, o);
       int64_t r1 = std::min(rows, r0 + kTile);
       for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
         int64_t c1 = std::min(cols, c0 + kTile);
@@ -130,13 +139,7 @@ void copy_transposed_32bit(const void* src, void* dst, const Layout<2>& l) {
   parallel_for(outer * bands, 1, [&](int64_t b, int64_t e) {
     for (int64_t t = b; t < e; ++t) {
       int64_t o = t / bands, r0 = (t % bands) * band;
-      int64_t doff = 0, soff = 0, rem = o;
-      for (int d = nd - 3; d >= 0; --d) {
-        int64_t idx = rem % l.shape[d];
-        rem /= l.shape[d];
-        doff += idx * l.strides[0][d];
-        soff += idx * l.strides[1][d];
-      }
+      auto [doff, soff] = outer_offsets(l, o);
       transpose32_avx512(in + soff, l.strides[1][nd - 1], out + doff, l.strides[0][nd - 2], r0,
                          std::min(rows, r0 + band), cols, stream);
     }
