@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,9 @@ std::string openblas_core_note();
 
 // The whole command; returns the process exit code.
 int run_bench(const BenchOptions& opts);
+// The --filter regex (".*" when empty); prints why and returns false when
+// it does not parse.
+bool compile_filter(const BenchOptions& opts, std::regex* filter);
 #ifdef KILN_HAS_CUDA
 // --device gpu (bench_drills_gpu.cpp), once a GPU is known to be present.
 int run_gpu_bench(const BenchOptions& opts);

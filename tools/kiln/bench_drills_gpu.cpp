@@ -445,12 +445,7 @@ void print_peer_table(const std::vector<BenchRow>& rows) {
 
 int run_gpu_bench(const BenchOptions& opts) {
   std::regex filter;
-  try {
-    filter = std::regex(opts.filter.empty() ? std::string(".*") : opts.filter);
-  } catch (const std::regex_error& e) {
-    std::fprintf(stderr, "kiln bench: --filter '%s' is not a valid regex: %s\n", opts.filter.c_str(), e.what());
-    return 2;
-  }
+  if (!compile_filter(opts, &filter)) return 2;
   std::vector<GpuDrill> drills;
   add_unary_binary(drills, opts.quick);
   add_reductions(drills, opts.quick);

@@ -189,6 +189,16 @@ void compare_with_bf16_reference(DrillCase& c, const std::shared_ptr<DrillState>
 std::shared_ptr<float> make_float_buffer(size_t n) { return make_touched_buffer<float>(n); }
 std::shared_ptr<uint16_t> make_u16_buffer(size_t n) { return make_touched_buffer<uint16_t>(n); }
 
+bool compile_filter(const BenchOptions& opts, std::regex* filter) {
+  try {
+    *filter = std::regex(opts.filter.empty() ? std::string(".*") : opts.filter);
+    return true;
+  } catch (const std::regex_error& e) {
+    std::fprintf(stderr, "kiln bench: --filter '%s' is not a valid regex: %s\n", opts.filter.c_str(), e.what());
+    return false;
+  }
+}
+
 int run_bench(const BenchOptions& opts) {
   if (opts.device == "gpu") {
     if (!is_available(Device::gpu)) {
@@ -205,12 +215,7 @@ int run_bench(const BenchOptions& opts) {
     return 2;
   }
   std::regex filter;
-  try {
-    filter = std::regex(opts.filter.empty() ? std::string(".*") : opts.filter);
-  } catch (const std::regex_error& e) {
-    std::fprintf(stderr, "kiln bench: --filter '%s' is not a valid regex: %s\n", opts.filter.c_str(), e.what());
-    return 2;
-  }
+  if (!compile_filter(opts, &filter)) return 2;
   if (opts.threads > 0) set_cpu_threads(opts.threads);
   const int threads = cpu_threads();
   set_peer_threads(threads);
