@@ -1,6 +1,7 @@
 #pragma once
 // kiln::array: a cheap handle to a lazily computed n-dimensional array.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -39,6 +40,18 @@ class array {
   template <typename T>
   array(std::initializer_list<T> values, Shape shape, Dtype dtype = dtype_of<T>)
       : array(std::vector<T>(values), std::move(shape), dtype) {}
+
+  // Wraps memory Kiln does not own, with no copy (MLX's constructor):
+  // row-major data of shape and dtype at `data`; `deleter(data)` runs when
+  // the last array using the memory is gone. Kiln may write the memory
+  // when an op donates it to its output; use external_read_only for
+  // memory that must never be written.
+  array(void* data, Shape shape, Dtype dtype, std::function<void(void*)> deleter);
+  // Like the wrapping constructor, for memory that must never be written
+  // (e.g. a read-only memory-mapped file): no op donates it to its output
+  // or writes it in place. Kiln addition (MLX has no read-only arrays).
+  static array external_read_only(const void* data, Shape shape, Dtype dtype,
+                                  std::function<void(void*)> deleter = nullptr);
 
   // Internal: a node produced by a primitive (used by ops).
   array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,

@@ -142,7 +142,11 @@ class CachingAllocator {
 Buffer::~Buffer() {
   auto& a = CachingAllocator::instance();
   size_t bytes = allocator::size_class(size_);
-  if (host_) a.release(kHostSide, host_, bytes);
+  if (external_) {
+    if (deleter_) deleter_(host_);
+  } else if (host_) {
+    a.release(kHostSide, host_, bytes);
+  }
   if (device_) a.release(kDeviceSide, device_, bytes);
 }
 

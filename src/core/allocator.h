@@ -7,6 +7,7 @@
 // instead of calling the system.
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -21,6 +22,13 @@ class Buffer {
   // A device buffer (device copy valid, no host copy yet).
   struct DeviceTag {};
   Buffer(DeviceTag, void* device, size_t size) : device_(device), size_(size), valid_(kDevice) {}
+  // Host memory Kiln does not own: `deleter` runs when the buffer dies.
+  // A read-only buffer is never donated to an op's output, so nothing
+  // writes it (a memory-mapped file, a caller's constant data).
+  struct ExternalTag {};
+  Buffer(ExternalTag, void* host, size_t size, std::function<void(void*)> deleter, bool read_only)
+      : host_(host), size_(size), valid_(kHost), deleter_(std::move(deleter)), external_(true),
+        read_only_(read_only) {}
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -34,6 +42,10 @@ class Buffer {
   }
   size_t size() const { return size_; }
   uint8_t valid() const { return valid_.load(std::memory_order_acquire); }
+  // May an op take this buffer over and write its output into it?
+  bool donatable() const { return !read_only_; }
+  bool is_external() const { return external_; }
+  bool is_read_only() const { return read_only_; }
 
   // Used by the GPU backend (src/backend/cuda): the raw copies, the flags,
   // and the event recorded after the last GPU write (a cudaEvent_t).
@@ -57,6 +69,9 @@ class Buffer {
   size_t size_;
   std::atomic<uint8_t> valid_;
   std::mutex mutex_;
+  std::function<void(void*)> deleter_;
+  bool external_ = false;
+  bool read_only_ = false;
 };
 
 namespace allocator {

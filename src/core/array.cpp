@@ -64,6 +64,30 @@ array::array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype)
   desc_->set_status(Status::available);
 }
 
+namespace {
+std::shared_ptr<ArrayDesc> wrap_external(void* data, Shape shape, Dtype dtype, std::function<void(void*)> deleter,
+                                         bool read_only) {
+  auto d = std::make_shared<ArrayDesc>(std::move(shape), dtype);
+  for (int n : d->shape) {
+    if (n < 0) throw Error("[array] negative dimension in shape " + format_shape(d->shape));
+  }
+  if (!data && d->size > 0) throw Error("[array] cannot wrap a null pointer as shape " + format_shape(d->shape));
+  d->buffer = std::make_shared<Buffer>(Buffer::ExternalTag{}, data, d->size * size_of(dtype), std::move(deleter),
+                                       read_only);
+  d->strides = row_major_strides(d->shape);
+  d->offset = 0;
+  d->set_status(Status::available);
+  return d;
+}
+}  // namespace
+
+array::array(void* data, Shape shape, Dtype dtype, std::function<void(void*)> deleter)
+    : desc_(wrap_external(data, std::move(shape), dtype, std::move(deleter), false)) {}
+
+array array::external_read_only(const void* data, Shape shape, Dtype dtype, std::function<void(void*)> deleter) {
+  return array(wrap_external(const_cast<void*>(data), std::move(shape), dtype, std::move(deleter), true));
+}
+
 void array::check_data_size(size_t n, const Shape& shape) {
   size_t want = 1;
   for (int d : shape) {
@@ -204,7 +228,7 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
   // get that list by reference): any other owner could still read it.
   // Only a buffer whose host copy is valid can be donated to a CPU kernel,
   // which then owns the only valid copy (the device copy goes stale).
-  if (id->buffer && id->buffer.use_count() == 1 && id.use_count() == 1 && id->offset == 0 &&
+  if (id->buffer && id->buffer.use_count() == 1 && id.use_count() == 1 && id->offset == 0 && id->buffer->donatable() &&
       (id->buffer->valid() & Buffer::kHost) &&
       id->size == out.size() && size_of(id->dtype) == size_of(out.dtype()) &&
       is_row_contiguous(id->shape, id->strides) && id->buffer->size() >= out.nbytes()) {

@@ -395,6 +395,38 @@ TEST_F(Gpu, MatmulTf32) {
 }
 #endif
 
+TEST_F(Gpu, ScatterAxis) {
+  array a = random_array({37, 9});
+  array idx = astype(random_array({37, 5}, float32, 0, 9), int32);
+  array v = random_array({37, 5});
+  expect_same([&](StreamOrDevice s) { return scatter_add_axis(a, idx, v, 1, s); }, 1e-5, "scatter_add_axis");
+  array idx0 = astype(random_array({4, 9}, float32, 0, 37), int32);
+  expect_same([&](StreamOrDevice s) { return scatter_add_axis(a, idx0, random_array({4, 9}, float32), 0, s); }, 1e-5,
+              "scatter_add_axis axis 0");
+  // put_along_axis with distinct indices per line: deterministic.
+  array perm = reshape(astype(arange(0, 9, 1, int32), int32), {1, 9});
+  expect_same([&](StreamOrDevice s) { return put_along_axis(a, broadcast_to(perm, {37, 9}), v * 0.0f + 3.0f, 1, s); },
+              0, "put_along_axis");
+}
+
+TEST_F(Gpu, GradientsRunOnTheGpu) {
+  array w = random_array({16, 8}), x = random_array({5, 16});
+  array idx = array({3, 0, 3, 7}, int32);
+  auto loss = [&](StreamOrDevice s) {
+    return [&, s](const std::vector<array>& p) {
+      array h = softmax(matmul(p[1], p[0], s), -1, s);
+      return sum(multiply(take(h, idx, 1, s), take(h, idx, 1, s), s), false, s);
+    };
+  };
+  for (int arg = 0; arg < 2; ++arg) {
+    expect_same([&](StreamOrDevice s) { return grad(loss(s), std::vector<int>{0, 1})({w, x})[arg]; }, 1e-4,
+                "grad of matmul/softmax/take");
+  }
+  expect_same([&](StreamOrDevice s) {
+    return vmap([s](const array& r) { return softmax(exp(r, s), -1, s); }, 1, 0)(x);
+  }, 1e-5, "vmap over axis 1");
+}
+
 TEST_F(Gpu, MemoryAndStreams) {
   // A GPU result read on the host, fed to a CPU op and to another GPU stream.
   array x = random_array({1000, 37});

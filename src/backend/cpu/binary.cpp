@@ -24,7 +24,7 @@ void allocate_binary_output(const std::vector<array>& inputs, array& out, const 
   for (const auto& in : inputs) {
     if (in.dtype() == out.dtype() && in.size() == out.size() && in.desc()->offset == 0) {
       const auto& d = *in.desc();
-      if (d.buffer.use_count() == 1 && in.desc().use_count() == 1 &&
+      if (d.buffer.use_count() == 1 && in.desc().use_count() == 1 && d.buffer->donatable() &&
           detail::is_row_contiguous(d.shape, d.strides)) {
         detail::allocate_or_donate(out, in, op);
         return;

@@ -412,7 +412,7 @@ void Compiled::eval_cpu(const std::vector<array>& inputs, array& out) {
   for (const auto& in : inputs) {
     const auto& d = *in.desc();
     if (in.dtype() == out.dtype() && in.size() == out.size() && d.offset == 0 && d.buffer.use_count() == 1 &&
-        in.desc().use_count() == 1 && detail::is_row_contiguous(d.shape, d.strides)) {
+        in.desc().use_count() == 1 && d.buffer->donatable() && detail::is_row_contiguous(d.shape, d.strides)) {
       detail::allocate_or_donate(out, in, name());
       donated = true;
       break;

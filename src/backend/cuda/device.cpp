@@ -406,7 +406,7 @@ void allocate(array& out, const char* op) {
 
 void allocate_or_donate(array& out, const array& in, const char* op) {
   const auto& id = in.desc();
-  if (id->buffer && id->buffer.use_count() == 1 && id.use_count() == 1 && id->offset == 0 &&
+  if (id->buffer && id->buffer.use_count() == 1 && id.use_count() == 1 && id->offset == 0 && id->buffer->donatable() &&
       (id->buffer->valid() & Buffer::kDevice) && id->size == out.size() &&
       size_of(id->dtype) == size_of(out.dtype()) && detail::is_row_contiguous(id->shape, id->strides) &&
       id->buffer->size() >= out.nbytes()) {
