@@ -122,17 +122,14 @@ TEST(ReducePrecisionTest, RowsColumnsAndAllAxes) {
   });
 }
 
+// Fewer rows than threads: each row is cut into pieces summed separately.
 TEST(ReducePrecisionTest, FewLongRows) {
   on_every_cpu_path([] {
-    const int rows = 3, len = 4000037;
-    array x = random::uniform({rows, len}, float32, random::key(5));
-    std::vector<double> v = to_double(x);
-    std::vector<double> got = to_double(sum(x, 1));
-    for (int r = 0; r < rows; ++r) {
-      long double want = 0;
-      for (int64_t k = 0; k < len; ++k) want += v[r * static_cast<int64_t>(len) + k];
-      EXPECT_TRUE(within(got[r], want, want, sum_bound(kF32Eps, len))) << "row " << r;
-    }
+    const int rows = 3, len = 8000037;
+    array x = full({rows, len}, array(0.1f));
+    const long double want = static_cast<long double>(len) * 0.1f;
+    for (double got : to_double(sum(x, 1))) EXPECT_TRUE(within(got, want, want, sum_bound(kF32Eps, len)));
+    for (double got : to_double(sum(transpose(x), 0))) EXPECT_TRUE(within(got, want, want, sum_bound(kF32Eps, len)));
   });
 }
 
@@ -168,7 +165,7 @@ TEST(ReducePrecisionTest, SoftmaxLongRow) {
     std::vector<double> got = to_double(softmax(x, -1));
     for (int k = 0; k < len; k += 9973) {
       double want = static_cast<double>(std::exp(v[k] - m) / s);
-      EXPECT_TRUE(within(got[k], want, want, 16 * kF32Eps)) << "element " << k;
+      EXPECT_TRUE(within(got[k], want, want, 8 * kF32Eps)) << "element " << k;
     }
   });
 }

@@ -75,7 +75,7 @@ array subtract(const array& a, const array& b, StreamOrDevice s = {});
 array multiply(const array& a, const array& b, StreamOrDevice s = {});
 // True division: integer inputs give float32.
 array divide(const array& a, const array& b, StreamOrDevice s = {});
-array power(const array& a, const array& b, StreamOrDevice s = {});
+array power(const array& a, const array& b, StreamOrDevice s = {});  // int ** negative int throws (MLX: unchecked)
 array maximum(const array& a, const array& b, StreamOrDevice s = {});
 array minimum(const array& a, const array& b, StreamOrDevice s = {});
 // Result has the sign of b (Python/numpy semantics).
