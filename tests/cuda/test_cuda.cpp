@@ -486,7 +486,8 @@ TEST_F(Gpu, SignedZerosTanhAndIntegerPowers) {
     EXPECT_EQ(signs(abs(x, Device::gpu)), (std::vector<bool>{false, false, false, false})) << dtype_name(t);
     EXPECT_EQ(signs(negative(x, Device::gpu)), (std::vector<bool>{false, true, false, true})) << dtype_name(t);
     EXPECT_EQ(signs(remainder(x, y, Device::gpu)), (std::vector<bool>{false, false, false, true})) << dtype_name(t);
-    array big = array({9.02, -9.02, INFINITY, -INFINITY, 30.0}, {5}, t);
+    const double inf = INFINITY;
+    array big = array({9.02, -9.02, inf, -inf, 30.0}, {5}, t);
     EXPECT_TRUE(all_close(tanh(big, Device::gpu), {1.0, -1.0, 1.0, -1.0, 1.0}, 0.0)) << dtype_name(t);
   }
   array base = array({2, 3, -1}, {3});
