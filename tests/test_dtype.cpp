@@ -5,9 +5,12 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "core/compiled.h"
+#include "kiln/compile.h"
 #include "test_util.h"
 
 namespace {
@@ -58,6 +61,42 @@ std::vector<double> read_typed(const array& a) {
   return {};
 }
 
+// |value| = mant * 2^exp2 rounded to nearest even on a binary format of p
+// significant bits, normal exponents from emin (subnormals below) to emax
+// (inf above), in exact integer arithmetic.
+double round_on_integers(uint64_t mant, int exp2, bool negative, int p, int emin, int emax) {
+  if (mant == 0) return negative ? -0.0 : 0.0;
+  int lead = exp2 + 63 - __builtin_clzll(mant);  // floor(log2 |value|)
+  int q = std::max(lead, emin) - (p - 1);         // exponent of the format's last digit there
+  int shift = q - exp2;
+  uint64_t r = mant;
+  if (shift >= 64) {
+    r = 0;  // below half of the smallest step
+  } else if (shift > 0) {
+    r = mant >> shift;
+    uint64_t rem = mant & ((uint64_t{1} << shift) - 1), half = uint64_t{1} << (shift - 1);
+    if (rem > half || (rem == half && (r & 1))) ++r;
+  } else {
+    q = exp2;  // exact
+  }
+  double out = std::ldexp(static_cast<double>(r), q);  // r has at most p + 1 bits: exact
+  if (out >= std::ldexp(1.0, emax + 1)) out = INFINITY;
+  return negative ? -out : out;
+}
+
+double round_on_integers(double v, int p, int emin, int emax) {
+  if (std::isnan(v) || std::isinf(v)) return v;
+  int e;
+  double m = std::frexp(std::fabs(v), &e);
+  return round_on_integers(static_cast<uint64_t>(std::ldexp(m, 53)), e - 53, std::signbit(v), p, emin, emax);
+}
+double round_on_integers(int64_t v, int p, int emin, int emax) {
+  uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  return round_on_integers(mag, 0, v < 0, p, emin, emax);
+}
+double f16_ref(double v) { return round_on_integers(v, 11, -14, 15); }
+double bf16_ref(double v) { return round_on_integers(v, 8, -126, 127); }
+
 // What casting the double v to dtype t gives (v in range of t).
 double cast_ref(double v, Dtype t) {
   switch (t) {
@@ -67,8 +106,8 @@ double cast_ref(double v, Dtype t) {
     case Dtype::int8:
     case Dtype::int32:
     case Dtype::int64: return std::trunc(v);
-    case Dtype::float16: return static_cast<float>(float16_t(static_cast<float>(v)));
-    case Dtype::bfloat16: return static_cast<float>(bfloat16_t(static_cast<float>(v)));
+    case Dtype::float16: return f16_ref(v);
+    case Dtype::bfloat16: return bf16_ref(v);
     case Dtype::float32: return static_cast<float>(v);
     case Dtype::float64: return v;
   }
@@ -529,6 +568,89 @@ TEST(DtypeTest, WeakScalarsKeepArrayDtype) {
   EXPECT_TRUE(all_close(read_typed(2.5 > i), {1, 1, 0}, 0.0));
   EXPECT_EQ((astype(i, float16) * 1.0).dtype(), float16);
   EXPECT_EQ((astype(i, bool_) < 1).dtype(), bool_);
+}
+
+// ------------------------------------------- one rounding to 16-bit floats
+
+// Doubles and 32/64-bit integers go to float16/bfloat16 with one rounding
+// (not through a rounded float32), unfused and in both compile backends.
+std::vector<array> cast_unfused_and_fused(const array& x, Dtype to) {
+  std::vector<array> out = {astype(x, to)};
+  for (auto b : {detail::CompileBackend::interp, detail::CompileBackend::codegen}) {
+    detail::set_compile_backend(b);
+    auto f = compile([to](const std::vector<array>& in) -> std::vector<array> {
+      return {astype(maximum(in[0], in[0]), to)};  // two ops: a fused region
+    });
+    out.push_back(f({x})[0]);
+    detail::clear_compile_backend();
+  }
+  return out;
+}
+
+void expect_exact(const std::vector<array>& results, const std::vector<double>& want, const std::string& what) {
+  for (size_t k = 0; k < results.size(); ++k) {
+    std::vector<double> got = read_typed(results[k]);
+    int bad = 0;
+    for (size_t i = 0; i < want.size() && bad < 5; ++i) {
+      if (got[i] != want[i] && !(std::isnan(got[i]) && std::isnan(want[i]))) {
+        ADD_FAILURE() << what << " (result " << k << ") element " << i << ": got " << got[i] << ", want " << want[i];
+        ++bad;
+      }
+    }
+  }
+}
+
+TEST(DtypeTest, AstypeToHalfRoundsOnce) {
+  // The cases of issue 13: float32 would round both to the tie first.
+  EXPECT_EQ(astype(array(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -30)), float16).item<float>(),
+            1.0009765625f);
+  EXPECT_EQ(astype(array(16842753), bfloat16).item<float>(), 16908288.0f);
+  EXPECT_EQ(astype(array(int64_t{16842753}), bfloat16).item<float>(), 16908288.0f);
+  EXPECT_EQ(astype(array(16842753u), bfloat16).item<float>(), 16908288.0f);
+
+  std::mt19937_64 gen(13);
+  const int n = 100000;
+  for (Dtype to : {float16, bfloat16}) {
+    SCOPED_TRACE(dtype_name(to));
+    // Doubles over the target's range (subnormals and overflow included),
+    // half of them a hair off a tie of the target, where float rounds to it.
+    const int lo = to == float16 ? -27 : -135, hi = to == float16 ? 17 : 129, p = to == float16 ? 11 : 8;
+    std::vector<double> d(n), want(n);
+    for (int i = 0; i < n; ++i) {
+      int e = lo + static_cast<int>(gen() % (hi - lo));
+      double m = 1.0 + static_cast<double>(gen() >> 12) * std::ldexp(1.0, -52);
+      if (i % 2) {
+        m = std::ldexp(std::floor(std::ldexp(m, p - 1)) + 0.5, 1 - p);  // a tie at p bits ...
+        m += (gen() % 2 ? 1.0 : -1.0) * std::ldexp(1.0, -30 - static_cast<int>(gen() % 20));  // ... just off it
+      }
+      d[i] = (gen() % 2 ? -1.0 : 1.0) * std::ldexp(m, e);
+      want[i] = to == float16 ? f16_ref(d[i]) : bf16_ref(d[i]);
+    }
+    expect_exact(cast_unfused_and_fused(array(d, {n}), to), want, "float64");
+    // 32- and 64-bit integers, many of them past float32's 24 bits.
+    std::vector<int32_t> i32(n);
+    std::vector<uint32_t> u32(n);
+    std::vector<int64_t> i64(n);
+    std::vector<double> w32(n), wu32(n), w64(n);
+    for (int i = 0; i < n; ++i) {
+      i32[i] = static_cast<int32_t>(gen() >> (32 + gen() % 32));
+      u32[i] = static_cast<uint32_t>(gen() >> (32 + gen() % 32));
+      i64[i] = static_cast<int64_t>(gen() >> (gen() % 64));
+      if (i % 3 == 0) i32[i] = -i32[i], i64[i] = -i64[i];
+      w32[i] = round_on_integers(int64_t{i32[i]}, p, to == float16 ? -14 : -126, to == float16 ? 15 : 127);
+      wu32[i] = round_on_integers(int64_t{u32[i]}, p, to == float16 ? -14 : -126, to == float16 ? 15 : 127);
+      w64[i] = round_on_integers(i64[i], p, to == float16 ? -14 : -126, to == float16 ? 15 : 127);
+    }
+    expect_exact(cast_unfused_and_fused(array(i32, {n}), to), w32, "int32");
+    expect_exact(cast_unfused_and_fused(array(u32, {n}), to), wu32, "uint32");
+    expect_exact(cast_unfused_and_fused(array(i64, {n}), to), w64, "int64");
+  }
+  EXPECT_EQ(astype(array(INT64_MIN), bfloat16).item<float>(), -std::ldexp(1.0f, 63));
+  EXPECT_EQ(astype(array(INT64_MAX), float16).item<float>(), INFINITY);
+  EXPECT_EQ(astype(array(1e300), bfloat16).item<float>(), INFINITY);
+  EXPECT_EQ(astype(array(-1e-300), float16).item<float>(), 0.0f);
+  EXPECT_TRUE(std::signbit(astype(array(-1e-300), bfloat16).item<float>()));
+  EXPECT_TRUE(std::isnan(astype(array(std::nan("")), float16).item<float>()));
 }
 
 }  // namespace

@@ -75,7 +75,7 @@ array subtract(const array& a, const array& b, StreamOrDevice s = {});
 array multiply(const array& a, const array& b, StreamOrDevice s = {});
 // True division: integer inputs give float32.
 array divide(const array& a, const array& b, StreamOrDevice s = {});
-array power(const array& a, const array& b, StreamOrDevice s = {});
+array power(const array& a, const array& b, StreamOrDevice s = {});  // int ** negative int throws (MLX: unchecked)
 array maximum(const array& a, const array& b, StreamOrDevice s = {});
 array minimum(const array& a, const array& b, StreamOrDevice s = {});
 // Result has the sign of b (Python/numpy semantics).
@@ -208,33 +208,45 @@ array operator||(const array& a, const array& b);
 
 // A C++ scalar next to an array is weakly typed: it takes the array's dtype
 // when its kind (bool < integer < float) is no higher, so
-// `bf16_array * 2.0f` stays bfloat16 and `int_array + 1` stays int.
-array scalar_like(double value, bool is_float, const array& like);
+// `bf16_array * 2.0f` stays bfloat16 and `int_array + 1` stays int. An
+// integer scalar that does not fit the integer dtype it takes throws (as
+// numpy 2 raises OverflowError) instead of wrapping: `int8_array + 300`.
+Dtype weak_scalar_dtype(bool is_float, const array& like);
+// Throws "[op] scalar ... is out of bounds for <dtype>" unless the integer
+// `value` (or, with beyond_int64, a value above INT64_MAX) fits `dtype`;
+// float and bool dtypes take any integer.
+void check_scalar_fits(int64_t value, bool beyond_int64, Dtype dtype, const char* op);
 template <typename T>
-array as_weak_scalar(T value, const array& like) {
-  return scalar_like(static_cast<double>(value), std::is_floating_point_v<T>, like);
+array as_weak_scalar(T value, const array& like, const char* op = "scalar") {
+  Dtype t = weak_scalar_dtype(std::is_floating_point_v<T>, like);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    bool beyond = std::is_unsigned_v<T> && static_cast<uint64_t>(value) > static_cast<uint64_t>(INT64_MAX);
+    check_scalar_fits(static_cast<int64_t>(value), beyond, t, op);
+    if (!beyond) return array(static_cast<int64_t>(value), t);  // exact, even above 2^53
+  }
+  return array(static_cast<double>(value), t);
 }
 
-#define KILN_SCALAR_OPERATOR(OP)                                             \
+#define KILN_SCALAR_OPERATOR(OP, NAME)                                       \
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>> \
   array operator OP(const array& a, T b) {                                   \
-    return a OP as_weak_scalar(b, a);                                        \
+    return a OP as_weak_scalar(b, a, NAME);                                  \
   }                                                                          \
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>> \
   array operator OP(T a, const array& b) {                                   \
-    return as_weak_scalar(a, b) OP b;                                        \
+    return as_weak_scalar(a, b, NAME) OP b;                                  \
   }
-KILN_SCALAR_OPERATOR(+)
-KILN_SCALAR_OPERATOR(-)
-KILN_SCALAR_OPERATOR(*)
-KILN_SCALAR_OPERATOR(/)
-KILN_SCALAR_OPERATOR(%)
-KILN_SCALAR_OPERATOR(==)
-KILN_SCALAR_OPERATOR(!=)
-KILN_SCALAR_OPERATOR(<)
-KILN_SCALAR_OPERATOR(<=)
-KILN_SCALAR_OPERATOR(>)
-KILN_SCALAR_OPERATOR(>=)
+KILN_SCALAR_OPERATOR(+, "add")
+KILN_SCALAR_OPERATOR(-, "subtract")
+KILN_SCALAR_OPERATOR(*, "multiply")
+KILN_SCALAR_OPERATOR(/, "divide")
+KILN_SCALAR_OPERATOR(%, "remainder")
+KILN_SCALAR_OPERATOR(==, "equal")
+KILN_SCALAR_OPERATOR(!=, "not_equal")
+KILN_SCALAR_OPERATOR(<, "less")
+KILN_SCALAR_OPERATOR(<=, "less_equal")
+KILN_SCALAR_OPERATOR(>, "greater")
+KILN_SCALAR_OPERATOR(>=, "greater_equal")
 #undef KILN_SCALAR_OPERATOR
 
 }  // namespace kiln

@@ -21,7 +21,7 @@ array uniform(const Shape& shape, Dtype dtype = float32, const std::optional<arr
               StreamOrDevice s = {});
 array normal(const Shape& shape, Dtype dtype = float32, float loc = 0.0f, float scale = 1.0f,
              const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
-// Integers uniformly in [low, high).
+// Integers uniformly in [low, high); an empty range throws (MLX does not check).
 array randint(const array& low, const array& high, const Shape& shape, Dtype dtype = int32,
               const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key = std::nullopt,

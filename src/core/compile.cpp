@@ -254,8 +254,12 @@ Trace simplify(const Trace& t, const std::vector<array>& inputs) {
 bool is_fusible_op(const TapeNode& n) {
   if (n.prim->stream().device.type != Device::cpu) return false;
   const Primitive* p = n.prim.get();
-  return dynamic_cast<const Unary*>(p) || dynamic_cast<const Binary*>(p) || dynamic_cast<const Select*>(p) ||
-         dynamic_cast<const Copy*>(p);
+  // A signed integer power stays its own node: its kernel checks for negative
+  // exponents (an error), which a fused kernel cannot report.
+  if (auto* b = dynamic_cast<const Binary*>(p)) {
+    return b->op() != BinaryOp::power || !is_integral(n.dtype) || !is_signed(n.dtype);
+  }
+  return dynamic_cast<const Unary*>(p) || dynamic_cast<const Select*>(p) || dynamic_cast<const Copy*>(p);
 }
 
 bool is_broadcast(const TapeNode& n) {

@@ -1,7 +1,9 @@
 // Elementwise ops, casts and creation ops: argument checks, dtype
 // promotion, broadcasting, then a node.
 #include <cmath>
+#include <optional>
 
+#include "core/array_desc.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 #include "kiln/ops.h"
@@ -52,6 +54,36 @@ array unary_op(UnaryOp op, const array& a, StreamOrDevice s, bool floating) {
   return make_node<Unary>(x.shape(), x.dtype(), {x}, st, op);
 }
 
+// The first negative element of an evaluated signed-integer array, if any.
+template <typename T>
+std::optional<int64_t> first_negative(const array& a) {
+  const T* p = a.data<T>();
+  const Strides& st = a.strides();
+  std::vector<int> idx(a.ndim(), 0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    int64_t off = 0;
+    for (int d = 0; d < a.ndim(); ++d) off += idx[d] * st[d];
+    if (p[off] < 0) return static_cast<int64_t>(p[off]);
+    for (int d = a.ndim() - 1; d >= 0 && ++idx[d] == a.shape()[d]; --d) idx[d] = 0;
+  }
+  return std::nullopt;
+}
+
+// numpy refuses integers to negative integer powers. An exponent already
+// evaluated (a scalar, a constant) is checked here; any other is checked by
+// the kernel before it runs.
+void check_integer_exponent(const array& a, const array& b, Dtype t) {
+  if (!is_integral(t) || !is_signed(t) || b.desc()->get_status() != Status::available) return;
+  std::optional<int64_t> neg;
+  if (b.dtype() == int8) neg = first_negative<int8_t>(b);
+  if (b.dtype() == int32) neg = first_negative<int32_t>(b);
+  if (b.dtype() == int64) neg = first_negative<int64_t>(b);
+  if (neg) {
+    fail("power", "integers to negative integer powers are not allowed (exponent " + std::to_string(*neg) + ")",
+         {&a, &b});
+  }
+}
+
 array binary_op(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
   const char* name = binary_op_name(op);
   Stream st = to_stream(s);
@@ -62,6 +94,7 @@ array binary_op(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
   if (t == bool_ && (op == BinaryOp::subtract || op == BinaryOp::power || op == BinaryOp::remainder)) {
     fail(name, "is not defined for bool inputs", {&a, &b});
   }
+  if (op == BinaryOp::power) check_integer_exponent(a, b, t);
   array x = a.dtype() == t ? a : astype(a, t, st);
   array y = b.dtype() == t ? b : astype(b, t, st);
   if (x.shape() != shape) x = broadcast_to(x, shape, st);
@@ -135,11 +168,26 @@ array operator>=(const array& a, const array& b) { return greater_equal(a, b); }
 array operator&&(const array& a, const array& b) { return logical_and(a, b); }
 array operator||(const array& a, const array& b) { return logical_or(a, b); }
 
-array scalar_like(double value, bool is_float, const array& like) {
+Dtype weak_scalar_dtype(bool is_float, const array& like) {
   auto kind = [](Dtype t) { return t == bool_ ? 0 : (is_floating_point(t) ? 2 : 1); };
   int scalar_kind = is_float ? 2 : 1;
-  Dtype t = scalar_kind <= kind(like.dtype()) ? like.dtype() : (is_float ? float32 : int32);
-  return array(value, t);
+  return scalar_kind <= kind(like.dtype()) ? like.dtype() : (is_float ? float32 : int32);
+}
+
+void check_scalar_fits(int64_t value, bool beyond_int64, Dtype dtype, const char* op) {
+  int64_t lo = 0, hi = 0;
+  switch (dtype) {
+    case int8: lo = INT8_MIN, hi = INT8_MAX; break;
+    case uint8: lo = 0, hi = UINT8_MAX; break;
+    case int32: lo = INT32_MIN, hi = INT32_MAX; break;
+    case uint32: lo = 0, hi = UINT32_MAX; break;
+    case int64: lo = INT64_MIN, hi = INT64_MAX; break;
+    default: return;  // bool and the floats
+  }
+  if (!beyond_int64 && value >= lo && value <= hi) return;
+  std::string v = beyond_int64 ? "above " + std::to_string(INT64_MAX) : std::to_string(value);
+  throw Error(std::string("[") + op + "] scalar " + v + " is out of bounds for " + dtype_name(dtype) +
+              " (the dtype of the array it is combined with)");
 }
 
 array where(const array& condition, const array& x, const array& y, StreamOrDevice s) {

@@ -111,8 +111,10 @@ array var(const array& a, const std::vector<int>& axes_in, bool keepdims, int dd
   int64_t n = count_over(a, axes);
   array centered = subtract(x, mean(x, axes, true, st), st);
   array ss = sum(multiply(centered, centered, st), axes, keepdims, st);
-  double denom = static_cast<double>(n - ddof);
-  return astype(multiply(ss, array(denom > 0 ? 1.0 / denom : NAN, x.dtype()), st), result_dtype(a), st);
+  // numpy divides by max(n - ddof, 0): a zero count gives inf (or nan where
+  // the squares sum to 0).
+  double denom = static_cast<double>(std::max<int64_t>(n - ddof, 0));
+  return astype(multiply(ss, array(denom > 0 ? 1.0 / denom : INFINITY, x.dtype()), st), result_dtype(a), st);
 }
 array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
   return var(a, std::vector<int>{axis}, keepdims, ddof, s);
@@ -124,6 +126,10 @@ array logsumexp(const array& a, const std::vector<int>& axes_in, bool keepdims, 
   Stream st = to_stream(s);
   array x = compute_input(a, st);
   if (axes.empty()) return astype(x, result_dtype(a), st);
+  if (count_over(a, axes) == 0) {  // the log of an empty sum
+    Shape shape = keepdims ? kept_shape(a.shape(), axes) : squeezed_shape(a.shape(), axes);
+    return full(shape, array(-INFINITY, result_dtype(a)), st);
+  }
   // Shift by the max so exp cannot overflow; an infinite max is replaced by
   // 0 so that rows of -inf give -inf rather than nan.
   array m = max(x, axes, true, st);
@@ -163,6 +169,9 @@ array softmax(const array& a, const std::vector<int>& axes_in, StreamOrDevice s)
   Stream st = to_stream(s);
   Dtype out = result_dtype(a);
   if (axes.empty()) return ones(a.shape(), out, st);  // each element is its own group
+  // Nothing to normalize: the same empty array whatever the axes (the max
+  // below has no identity over an empty axis).
+  if (a.size() == 0) return zeros(a.shape(), out, st);
   if (axes.size() == 1 && axes[0] == a.ndim() - 1) {
     // The fused kernel computes in float for 16-bit inputs.
     array x = is_floating_point(a.dtype()) ? a : astype(a, float32, st);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "core/array_desc.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 #include "kiln/ops.h"
@@ -123,6 +124,21 @@ array randint(const array& low, const array& high, const Shape& shape, Dtype dty
     throw Error(std::string("[random.randint] needs an integer dtype, got ") + dtype_name(dtype));
   }
   check_shape(shape, "random.randint");
+  // An empty range [low, high) has nothing to draw from. Bounds already
+  // evaluated (C++ scalars, constants) are checked here; bounds still being
+  // computed clamp to low, as before.
+  if (low.desc()->get_status() == Status::available && high.desc()->get_status() == Status::available &&
+      low.size() > 0 && high.size() > 0) {
+    broadcast_shapes(low.shape(), high.shape(), "random.randint", {&low, &high});
+    array lo64 = astype(low, int64, Device(Device::cpu)), hi64 = astype(high, int64, Device(Device::cpu));
+    if (any(greater_equal(lo64, hi64, Device(Device::cpu)), false, Device(Device::cpu)).item<bool>()) {
+      std::string bounds = low.size() == 1 && high.size() == 1
+                               ? "low " + std::to_string(lo64.item<int64_t>()) + ", high " +
+                                     std::to_string(hi64.item<int64_t>())
+                               : "some low >= high";
+      fail("random.randint", "needs low < high (an empty range); got " + bounds, {&low, &high});
+    }
+  }
   Stream st = to_stream(s);
   array k = resolve_key(key, "random.randint");
   array lo = broadcast_to(astype(low, int64, st), shape, st);

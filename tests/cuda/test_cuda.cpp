@@ -453,5 +453,83 @@ TEST_F(Gpu, MemoryAndStreams) {
   synchronize();
 }
 
+// ---- numerics of issue 13 (CPU twins: test_reduce_precision.cpp,
+// test_numerics.cpp, test_dtype.cpp) ----
+
+// Long float sums within 2 ulps x log2(n) of the exact sum: long rows (a
+// block per row, split rows), long columns, all axes, mean, softmax's sum.
+TEST_F(Gpu, LongSumsArePrecise) {
+  auto within = [](double got, long double want, int64_t n) {
+    const double bound = 2 * 1.1920928955078125e-7 * std::log2(static_cast<double>(n));
+    return std::fabs(static_cast<long double>(got) - want) <= bound * std::fabs(want);
+  };
+  for (int64_t n : {int64_t{10000000}, int64_t{30000000}}) {
+    array x = full({static_cast<int>(n)}, array(0.1f), Device::gpu);
+    const long double want = static_cast<long double>(n) * 0.1f;
+    EXPECT_TRUE(within(sum(x, false, Device::gpu).item<float>(), want, n)) << n;
+    EXPECT_TRUE(within(mean(x, false, Device::gpu).item<float>(), want / n, n)) << n;
+    array rows = reshape(x, {4, static_cast<int>(n / 4)});
+    for (double got : to_double(sum(rows, 1, false, Device::gpu))) EXPECT_TRUE(within(got, want / 4, n / 4)) << n;
+  }
+  const int rows = 600001, cols = 17;
+  array x = random::uniform({rows, cols}, float32, random::key(3));
+  std::vector<double> v = to_double(x);
+  std::vector<long double> want(cols, 0.0L);
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int j = 0; j < cols; ++j) want[j] += v[i * cols + j];
+  }
+  std::vector<double> got = to_double(sum(x, 0, false, Device::gpu));
+  for (int j = 0; j < cols; ++j) EXPECT_TRUE(within(got[j], want[j], rows)) << "column " << j;
+  got = to_double(sum(transpose(x), 1, false, Device::gpu));
+  for (int j = 0; j < cols; ++j) EXPECT_TRUE(within(got[j], want[j], rows)) << "row " << j;
+  const int len = 4000000;
+  array r = random::uniform(array(-1.0f), array(1.0f), {1, len}, float32, random::key(9));
+  expect_same([&](StreamOrDevice s) { return softmax(r, -1, s); }, 1e-6, "softmax of a long row");
+  std::vector<float> with_inf(100003, 1.0f);
+  with_inf[777] = INFINITY;
+  EXPECT_EQ(sum(array(with_inf, {100003}), false, Device::gpu).item<float>(), INFINITY);
+}
+
+// Casts to 16-bit floats round once, as on the CPU (bit for bit).
+TEST_F(Gpu, CastsToHalfRoundOnce) {
+  EXPECT_EQ(astype(array(1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -30)), float16, Device::gpu).item<float>(),
+            1.0009765625f);
+  EXPECT_EQ(astype(array(16842753), bfloat16, Device::gpu).item<float>(), 16908288.0f);
+  for (Dtype to : {float16, bfloat16}) {
+    for (Dtype from : {float64, int32, uint32, int64}) {
+      array x = from == float64 ? random_array({100003}, float64, -70000, 70000)
+                                : astype(random::bits({100003}, random::key(4)), from);
+      if (from == int64) x = x * array(int64_t{1} << 31, int64) + x;
+      expect_same([&](StreamOrDevice s) { return astype(x, to, s); }, 0,
+                  std::string(dtype_name(from)) + " -> " + dtype_name(to));
+    }
+  }
+}
+
+TEST_F(Gpu, SignedZerosTanhAndIntegerPowers) {
+  auto signs = [](const array& a) {
+    std::vector<bool> out;
+    for (double d : to_double(a)) out.push_back(std::signbit(d));
+    return out;
+  };
+  for (Dtype t : kFloat) {
+    array x = array({-0.0, 0.0, -4.0, 4.0}, {4}, t);
+    array y = array({2.0, 2.0, 2.0, -2.0}, {4}, t);
+    EXPECT_EQ(signs(abs(x, Device::gpu)), (std::vector<bool>{false, false, false, false})) << dtype_name(t);
+    EXPECT_EQ(signs(negative(x, Device::gpu)), (std::vector<bool>{false, true, false, true})) << dtype_name(t);
+    EXPECT_EQ(signs(remainder(x, y, Device::gpu)), (std::vector<bool>{false, false, false, true})) << dtype_name(t);
+    const double inf = INFINITY;
+    array big = array({9.02, -9.02, inf, -inf, 30.0}, {5}, t);
+    EXPECT_TRUE(all_close(tanh(big, Device::gpu), {1.0, -1.0, 1.0, -1.0, 1.0}, 0.0)) << dtype_name(t);
+  }
+  array base = array({2, 3, -1}, {3});
+  array e = subtract(array({1, 2, 2}, {3}), array(3), Device::gpu);
+  EXPECT_TRUE(throws_error([&] { power(base, e, Device::gpu).eval(); }, {"[power]", "negative"}));
+  EXPECT_TRUE(throws_error([&] { power(base, array(-2), Device::gpu); }, {"[power]", "-2"}));
+  array ok = subtract(array({3, 3, 3}, {3}), array(1), Device::gpu);
+  EXPECT_TRUE(all_close(power(base, ok, Device::gpu), {4.0, 9.0, 1.0}, 0.0));
+}
+
 }  // namespace
 }  // namespace kiln::test
+

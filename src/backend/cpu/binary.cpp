@@ -1,10 +1,13 @@
 // Binary elementwise kernels (inputs already promoted to one dtype and
 // broadcast to the output shape by the op layer) and `where`.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <limits>
 
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/op_functors.h"
+#include "core/ops_util.h"
 #include "core/primitives.h"
 
 namespace kiln {
@@ -34,9 +37,50 @@ void allocate_binary_output(const std::vector<array>& inputs, array& out, const 
   detail::allocate(out, op);
 }
 
+// Integers to negative integer powers are an error (as in numpy); the op
+// layer checks exponents that are already evaluated, this the others. The
+// broadcast (zero-stride) dims are skipped: each element is read once.
+template <typename T>
+void check_exponents(const array& base, const array& exponent) {
+  if (exponent.size() == 0) return;
+  Shape shape;
+  Strides strides;
+  const auto& d = *exponent.desc();
+  for (size_t k = 0; k < d.shape.size(); ++k) {
+    if (d.strides[k] != 0) {
+      shape.push_back(d.shape[k]);
+      strides.push_back(d.strides[k]);
+    }
+  }
+  cpu::Layout<1> l = cpu::collapse<1>(shape, {&strides});
+  const T* p = reinterpret_cast<const T*>(detail::data_ptr(exponent));
+  std::atomic<int64_t> bad{0};
+  cpu::parallel_for(cpu::num_rows(l), std::max<int64_t>(1, cpu::kElementwiseGrain / l.shape.back()),
+                    [&](int64_t s, int64_t e) {
+    cpu::for_each_row<1>(l, s, e, [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+      T lowest = 0;
+      for (int64_t k = 0; k < n; ++k) lowest = std::min(lowest, p[off[0] + k * st[0]]);
+      if (lowest < 0) bad.store(lowest, std::memory_order_relaxed);
+    });
+  });
+  if (int64_t v = bad.load(); v < 0) {
+    throw Error("[power] integers to negative integer powers are not allowed (exponent " + std::to_string(v) +
+                "); inputs: " + format_shape(base.shape()) + " " + dtype_name(base.dtype()) + ", " +
+                format_shape(exponent.shape()) + " " + dtype_name(exponent.dtype()));
+  }
+}
+
 }  // namespace
 
 void Binary::eval_cpu(const std::vector<array>& inputs, array& out) {
+  if (op_ == BinaryOp::power) {
+    switch (inputs[1].dtype()) {
+      case int8: check_exponents<int8_t>(inputs[0], inputs[1]); break;
+      case int32: check_exponents<int32_t>(inputs[0], inputs[1]); break;
+      case int64: check_exponents<int64_t>(inputs[0], inputs[1]); break;
+      default: break;
+    }
+  }
   allocate_binary_output(inputs, out, binary_op_name(op_));
   cpu::dispatch_all(inputs[0].dtype(),
                     [&](auto tag) { run_binary<typename decltype(tag)::type>(op_, inputs[0], inputs[1], out); });

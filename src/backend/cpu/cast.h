@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/simd_math.h"
 
 namespace kiln::cpu {
 
@@ -18,7 +19,15 @@ inline To convert(From x) {
   } else if constexpr (std::is_same_v<To, bool>) {
     return static_cast<C>(x) != C(0);
   } else if constexpr (is_half_v<To>) {
-    return To(static_cast<float>(static_cast<C>(x)));
+    // One rounding to the 16-bit type (see round_to_odd_float): float is
+    // exact for the 16-bit floats and the 8-bit integers, double for int32.
+    if constexpr (std::is_same_v<C, double> || std::is_same_v<C, int32_t> || std::is_same_v<C, uint32_t>) {
+      return To(simd::round_to_odd_float(static_cast<double>(x)));
+    } else if constexpr (std::is_same_v<C, int64_t>) {
+      return To(simd::round_to_odd_float(simd::int64_to_odd_double(x)));
+    } else {
+      return To(static_cast<float>(static_cast<C>(x)));
+    }
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<C>) {
     C v = static_cast<C>(x);
     if (!(v == v)) return To(0);

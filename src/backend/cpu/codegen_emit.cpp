@@ -83,11 +83,11 @@ std::string unary_expr(UnaryOp op, Dtype t, const std::string& x) {
   switch (op) {
     case UnaryOp::abs:
       if (uns) return x;
-      if (fp) return "(" + x + " < C(0) ? C(0) - " + x + " : " + x + ")";
+      if (fp) return "std::fabs(" + x + ")";
       return "(" + x + " < C(0) ? " + wrapping(t, "0", "-", x) + " : " + x + ")";
     case UnaryOp::negative:
       if (t == bool_) return x;
-      return fp ? "(C(0) - " + x + ")" : wrapping(t, "0", "-", x);
+      return fp ? "(-" + x + ")" : wrapping(t, "0", "-", x);
     case UnaryOp::sign:
       if (t == bool_) return x;
       return "(" + x + " != " + x + " ? " + x + " : C((C(0) < " + x + ") - (" + x + " < C(0))))";
@@ -148,7 +148,13 @@ std::string binary_expr(BinaryOp op, Dtype t, const std::string& x, const std::s
 std::string cast_expr(Dtype from, Dtype to, const std::string& x) {
   std::string cf = compute_type(from);
   if (to == bool_) return "(" + x + " != " + cf + "(0))";
-  if (is_float16_like(to)) return rounded(to, "static_cast<float>(" + x + ")");
+  if (is_float16_like(to)) {  // one rounding, as cpu::convert (cast.h)
+    if (from == float64 || from == int32 || from == uint32) {
+      return rounded(to, "km::round_to_odd_float(static_cast<double>(" + x + "))");
+    }
+    if (from == int64) return rounded(to, "km::round_to_odd_float(km::int64_to_odd_double(" + x + "))");
+    return rounded(to, "static_cast<float>(" + x + ")");
+  }
   if (!is_fp(to) && is_fp(from)) return "kiln_saturate<" + std::string(compute_type(to)) + ">(" + x + ")";
   return "static_cast<" + std::string(compute_type(to)) + ">(" + x + ")";
 }
@@ -180,7 +186,8 @@ template <typename C>
 C kiln_remainder(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
     C r = std::fmod(a, b);
-    if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+    if (r == C(0)) return std::copysign(C(0), b);
+    if ((r < C(0)) != (b < C(0))) r += b;
     return r;
   } else if constexpr (std::is_unsigned_v<C>) {
     return b == 0 ? C(0) : static_cast<C>(a % b);

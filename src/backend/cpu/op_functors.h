@@ -87,11 +87,14 @@ C int_power(C base, C exp) {
   return static_cast<C>(result);
 }
 
+// Python's (and numpy's) remainder: the result takes the sign of the
+// divisor, a zero result included (-4.0 % 2.0 is +0.0, 4.0 % -2.0 is -0.0).
 template <typename C>
 C python_remainder(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
     C r = std::fmod(a, b);
-    if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+    if (r == C(0)) return std::copysign(C(0), b);
+    if ((r < C(0)) != (b < C(0))) r += b;
     return r;
   } else if constexpr (std::is_unsigned_v<C>) {
     return b == 0 ? C(0) : static_cast<C>(a % b);
@@ -120,12 +123,16 @@ bool with_unary_op(UnaryOp op, Go&& go) {
   constexpr bool fp = std::is_floating_point_v<C>;
   constexpr bool f32 = std::is_same_v<C, float>;
   switch (op) {
+    // Floats flip or clear the sign bit (abs(-0.0) is +0.0, -(0.0) is -0.0);
+    // integers wrap (abs and negation of the minimum give the minimum).
     case UnaryOp::abs:
       if constexpr (std::is_unsigned_v<C> || std::is_same_v<C, bool>) go([](C x) { return x; });
+      else if constexpr (fp) go([](C x) { return std::fabs(x); });
       else go([](C x) { return x < C(0) ? static_cast<C>(wrapping(C(0), x, [](auto p, auto q) { return p - q; })) : x; });
       return true;
     case UnaryOp::negative:
       if constexpr (std::is_same_v<C, bool>) go([](C x) { return x; });
+      else if constexpr (fp) go([](C x) { return -x; });
       else go([](C x) { return static_cast<C>(wrapping(C(0), x, [](auto p, auto q) { return p - q; })); });
       return true;
     case UnaryOp::sign:

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "backend/cuda/kernel_utils.cuh"
+#include "core/ops_util.h"
 #include "core/primitives.h"
 
 namespace kiln {
@@ -49,7 +50,8 @@ template <typename C>
 __device__ __forceinline__ C remainder(C a, C b) {
   if constexpr (std::is_floating_point_v<C>) {
     C r = fmod(a, b);
-    if (r != C(0) && ((r < C(0)) != (b < C(0)))) r += b;
+    if (r == C(0)) return copysign(C(0), b);  // zero takes the divisor's sign, as in numpy
+    if ((r < C(0)) != (b < C(0))) r += b;
     return r;
   } else if constexpr (std::is_unsigned_v<C>) {
     return b == 0 ? C(0) : static_cast<C>(a % b);
@@ -340,6 +342,58 @@ void launch_binary(BinaryOp op, const char* a, const char* b, char* out, const S
   binary_strided<T, O><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(op, ta, tb, to, l, n);
 }
 
+// Integers to negative integer powers are an error (as in numpy): a
+// negative exponent is written to a deferred-error slot, reported by the
+// next eval or synchronize as the CPU reports it at once (binary.cpp).
+template <typename T>
+__global__ void find_negative(const T* __restrict__ p, Strided<1> l, int64_t n, IndexErrorSlot* err) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    int64_t off[1];
+    l.offsets(i, off);
+    if (p[off[0]] < 0) {
+      volatile IndexErrorSlot* e = err;  // plain stores to host memory: any bad value may win
+      e->value = p[off[0]];
+      e->flag = 1;
+    }
+  }
+}
+
+void check_exponents(const array& base, const array& exponent, const char* pb, const void* host_value,
+                     cudaStream_t s) {
+  auto describe = [bs = base.shape(), bt = base.dtype(), es = exponent.shape(), et = exponent.dtype()](int64_t v) {
+    return "[power] integers to negative integer powers are not allowed (exponent " + std::to_string(v) +
+           "); inputs: " + format_shape(bs) + " " + dtype_name(bt) + ", " + format_shape(es) + " " + dtype_name(et);
+  };
+  dispatch(exponent.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+      if (host_value) {
+        T v;
+        std::memcpy(&v, host_value, sizeof(T));
+        if (v < 0) throw Error(describe(v));
+        return;
+      }
+      // Broadcast (zero-stride) dims are skipped: each element is read once.
+      Shape shape;
+      Strides strides;
+      const auto& d = *exponent.desc();
+      for (size_t k = 0; k < d.shape.size(); ++k) {
+        if (d.strides[k] != 0) {
+          shape.push_back(d.shape[k]);
+          strides.push_back(d.strides[k]);
+        }
+      }
+      int64_t n = shape_size(shape);
+      IndexErrorSlot* err = index_error_slot(describe);
+      if (!err) return;
+      find_negative<T><<<grid_for(n, 4, 256), 256, 0, s>>>(reinterpret_cast<const T*>(pb),
+                                                            make_strided<1>(shape, {&strides}, "power"), n, err);
+      KILN_CUDA_CHECK_LAUNCH("power");
+    }
+  });
+}
+
 }  // namespace
 }  // namespace cuda
 
@@ -377,6 +431,7 @@ void Binary::eval_gpu(const std::vector<array>& inputs, array& out) {
   bool to_bool = out.dtype() == Dtype::bool_;
   const void* av = a_host ? a_value : nullptr;
   const void* bv = b_host ? b_value : nullptr;
+  if (op == BinaryOp::power) cuda::check_exponents(a, b, pb, bv, s);
   cuda::dispatch(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (to_bool) cuda::launch_binary<T, bool>(op, pa, pb, po, l, n, s, av, bv);

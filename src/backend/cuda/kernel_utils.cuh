@@ -51,8 +51,35 @@ __device__ __forceinline__ compute_t<T> to_compute(T x) {
   else return x;
 }
 
+// x rounded to float to odd (toward zero, then the last bit set when
+// inexact): the 16-bit rounding after it is then the same as a direct one
+// (as cpu::simd::round_to_odd_float, kernel_math.inc).
+__device__ __forceinline__ float round_to_odd_float(double x) {
+  float f = __double2float_rz(x);
+  if (static_cast<double>(f) != x && x == x) f = __int_as_float(__float_as_int(f) | 1);
+  return f;
+}
+// An int64 as a double rounded to odd.
+__device__ __forceinline__ double int64_to_odd_double(long long v) {
+  double d = __ll2double_rz(v);  // |d| <= |v|, so converting back is exact
+  if (__double2ll_rz(d) != v) d = __longlong_as_double(__double_as_longlong(d) | 1);
+  return d;
+}
+// A value on its way to a 16-bit float: float, rounded to odd where float is
+// not exact (see above).
+template <typename C>
+__device__ __forceinline__ float to_float_for_half(C v) {
+  if constexpr (std::is_same_v<C, double> || std::is_same_v<C, int32_t> || std::is_same_v<C, uint32_t>) {
+    return round_to_odd_float(static_cast<double>(v));
+  } else if constexpr (std::is_same_v<C, int64_t>) {
+    return round_to_odd_float(int64_to_odd_double(v));
+  } else {
+    return static_cast<float>(v);
+  }
+}
+
 // Conversion with the CPU rules: float -> integer truncates and saturates
-// (NaN gives 0); anything -> bool is `!= 0`.
+// (NaN gives 0); anything -> bool is `!= 0`; to a 16-bit float rounds once.
 template <typename To, typename From>
 __device__ __forceinline__ To convert(From x) {
   using C = compute_t<From>;
@@ -62,9 +89,9 @@ __device__ __forceinline__ To convert(From x) {
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != C(0);
   } else if constexpr (std::is_same_v<To, __half>) {
-    return __float2half_rn(static_cast<float>(v));
+    return __float2half_rn(to_float_for_half(v));
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
-    return __float2bfloat16_rn(static_cast<float>(v));
+    return __float2bfloat16_rn(to_float_for_half(v));
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<C>) {
     if (!(v == v)) return To(0);
     if (v <= static_cast<C>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
