@@ -15,7 +15,7 @@
 namespace kiln {
 namespace {
 
-array scalar(double v, const array& like) { return scalar_like(v, true, like); }
+array scalar(double v, const array& like) { return as_weak_scalar(v, like); }
 // A constant partial: broadcasting does the rest.
 array full_like_scalar(double v, const array& like) { return scalar(v, like); }
 array reciprocal_of(const array& x) { return scalar(1.0, x) / x; }

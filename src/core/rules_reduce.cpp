@@ -45,7 +45,7 @@ std::vector<array> Reduce::vjp(const std::vector<array>& primals, const std::vec
       array safe = where(is_zero, ones_like(x), x);
       array others_nz = prod(safe, axes_, true);  // product of the non-zeros
       array zeros_in_group = sum(astype(is_zero, int32), axes_, true);
-      array one_zero = zeros_in_group == scalar_like(1, false, zeros_in_group);
+      array one_zero = zeros_in_group == as_weak_scalar(1, zeros_in_group);
       array d = where(is_zero, where(one_zero, others_nz, zeros_like(others_nz)), y / safe);
       return {g * d};
     }

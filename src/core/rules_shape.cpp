@@ -252,7 +252,7 @@ std::pair<std::vector<array>, std::vector<int>> Gather::vmap(const std::vector<a
   flat.insert(flat.end(), am.shape().begin() + 2, am.shape().end());
   array ib = detail::move_axis(idx, axes[1], 0);         // [n, idx...]
   ib = astype(ib, int64);
-  ib = where(ib < scalar_like(0, false, ib), ib + scalar_like(len, false, ib), ib);
+  ib = where(ib < as_weak_scalar(0, ib), ib + as_weak_scalar(len, ib), ib);
   Shape offs_shape(ib.ndim(), 1);
   offs_shape[0] = n;
   array offs = reshape(arange(0, n * len, len, int64), offs_shape);
