@@ -340,6 +340,46 @@ TEST(NN, ValueAndGradOfMlpMatchesFiniteDifferences) {
   EXPECT_FALSE(g2.count("layers.0.weight"));
 }
 
+// Embedding (repeated tokens), causal attention, LayerNorm, MLP and the tied
+// output layer in float64: every gradient against central differences.
+TEST(NN, GradientsOfTinyTransformerMatchFiniteDifferences) {
+  struct Tiny : nn::Module {
+    Tiny() : emb(std::make_shared<nn::Embedding>(5, 4)), block(std::make_shared<nn::TransformerBlock>(4, 2, 8)) {
+      register_module("emb", &emb);
+      register_module("block", &block);
+    }
+    array operator()(const array& tokens) {
+      array mask = nn::MultiHeadAttention::create_additive_causal_mask(tokens.shape(1), float64);
+      return emb->as_linear((*block)((*emb)(tokens), mask));
+    }
+    std::shared_ptr<nn::Embedding> emb;
+    std::shared_ptr<nn::TransformerBlock> block;
+  } model;
+  model.set_dtype(float64);
+  array tokens = array({1, 3, 1, 4, 0, 2, 2, 1}, {2, 4});
+  array targets = array({3, 1, 4, 0, 2, 2, 1, 3}, {2, 4});
+  auto loss_fn = [&model](const std::vector<array>& in) {
+    return nn::losses::cross_entropy(model(in[0]), in[1], std::nullopt, -1, 0.1f, "mean");
+  };
+  auto [loss, grads] = nn::value_and_grad(model, loss_fn)({tokens, targets});
+  const double h = 1e-6;
+  for (auto& [name, p] : model.parameters()) {
+    auto pv = values(p), gv = values(grads.at(name));
+    for (size_t i = 0; i < pv.size(); ++i) {
+      auto at = [&](double delta) {
+        auto moved = pv;
+        moved[i] += delta;
+        model.update({{name, array(moved, p.shape())}});
+        double l = loss_fn({tokens, targets}).item<double>();
+        model.update({{name, p}});
+        return l;
+      };
+      double fd = (at(h) - at(-h)) / (2 * h);
+      EXPECT_NEAR(gv[i], fd, 1e-6 * (1 + std::abs(fd))) << name << "[" << i << "]";
+    }
+  }
+}
+
 TEST(NN, ValueAndGradRestoresParametersWhenTheFunctionThrows) {
   nn::Linear lin(2, 2);
   array w = lin.weight;
