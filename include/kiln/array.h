@@ -39,6 +39,8 @@ class array {
   template <typename T>
   array(std::initializer_list<T> values, Shape shape, Dtype dtype = dtype_of<T>)
       : array(std::vector<T>(values), std::move(shape), dtype) {}
+  // std::vector<bool> is packed and has no data(): its values are unpacked.
+  array(const std::vector<bool>& values, Shape shape, Dtype dtype = bool_);
 
   // Internal: a node produced by a primitive (used by ops).
   array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,

@@ -12,8 +12,10 @@
 namespace kiln {
 
 // ---- creation ----
-array zeros(const Shape& shape, Dtype dtype = float32, StreamOrDevice s = {});
-array ones(const Shape& shape, Dtype dtype = float32, StreamOrDevice s = {});
+array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
+array zeros(const Shape& shape, StreamOrDevice s = {});  // float32
+array ones(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
+array ones(const Shape& shape, StreamOrDevice s = {});  // float32
 // Broadcasts vals to shape, cast to dtype.
 array full(const Shape& shape, const array& vals, Dtype dtype, StreamOrDevice s = {});
 array full(const Shape& shape, const array& vals, StreamOrDevice s = {});
@@ -25,17 +27,43 @@ template <typename T>
 array full(const Shape& shape, T val, StreamOrDevice s = {}) {
   return full(shape, array(val), s);
 }
+// vals broadcast to a's shape, cast to dtype (default: a's dtype).
+array full_like(const array& a, const array& vals, Dtype dtype, StreamOrDevice s = {});
+array full_like(const array& a, const array& vals, StreamOrDevice s = {});
+template <typename T>
+array full_like(const array& a, T val, Dtype dtype, StreamOrDevice s = {}) {
+  return full_like(a, array(val, dtype), dtype, s);
+}
+template <typename T>
+array full_like(const array& a, T val, StreamOrDevice s = {}) {
+  return full_like(a, array(val, a.dtype()), s);
+}
 array zeros_like(const array& a, StreamOrDevice s = {});
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s = {});
 array ones_like(const array& a, StreamOrDevice s = {});
-array arange(double start, double stop, double step, Dtype dtype = float32, StreamOrDevice s = {});
-array arange(double start, double stop, Dtype dtype = float32, StreamOrDevice s = {});
-array arange(double stop, Dtype dtype = float32, StreamOrDevice s = {});
-array arange(int start, int stop, int step = 1, StreamOrDevice s = {});  // int32
-array arange(int stop, StreamOrDevice s = {});                         // int32
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s = {});
+// Integer dtypes follow numpy and MLX: start and start + step are cast to
+// the dtype first, so the values step by the cast difference
+// (arange(0., 5., 1.5, int32) is [0, 1, 2, 3]). bool is not allowed.
+array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s = {});
+array arange(double start, double stop, double step, StreamOrDevice s = {});  // float32
+array arange(double start, double stop, Dtype dtype, StreamOrDevice s = {});
+array arange(double start, double stop, StreamOrDevice s = {});  // float32
+array arange(double stop, Dtype dtype, StreamOrDevice s = {});
+array arange(double stop, StreamOrDevice s = {});  // float32
+array arange(int start, int stop, int step, StreamOrDevice s = {});  // int32
+array arange(int start, int stop, StreamOrDevice s = {});            // int32
+array arange(int stop, StreamOrDevice s = {});                       // int32
+// num evenly spaced samples over [start, stop], or [start, stop) without
+// the endpoint.
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype = float32, StreamOrDevice s = {});
 array linspace(double start, double stop, int num = 50, Dtype dtype = float32, StreamOrDevice s = {});
 // n x m identity-like matrix with ones on diagonal k.
-array eye(int n, int m, int k = 0, Dtype dtype = float32, StreamOrDevice s = {});
-array eye(int n, Dtype dtype = float32, StreamOrDevice s = {});
+array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s = {});
+array eye(int n, Dtype dtype, StreamOrDevice s = {});
+array eye(int n, int m, StreamOrDevice s = {});         // float32
+array eye(int n, int m, int k, StreamOrDevice s = {});  // float32
+array eye(int n, StreamOrDevice s = {});                // float32
 
 array astype(const array& a, Dtype dtype, StreamOrDevice s = {});
 // A new array with its own buffer, same layout semantics (row-major).
@@ -45,7 +73,7 @@ array contiguous(const array& a, StreamOrDevice s = {});
 
 // ---- unary (floating ops on integer inputs compute in float32) ----
 array abs(const array& a, StreamOrDevice s = {});
-array negative(const array& a, StreamOrDevice s = {});
+array negative(const array& a, StreamOrDevice s = {});  // not for bool (use logical_not)
 array sign(const array& a, StreamOrDevice s = {});
 array exp(const array& a, StreamOrDevice s = {});
 array expm1(const array& a, StreamOrDevice s = {});
@@ -75,6 +103,7 @@ array subtract(const array& a, const array& b, StreamOrDevice s = {});
 array multiply(const array& a, const array& b, StreamOrDevice s = {});
 // True division: integer inputs give float32.
 array divide(const array& a, const array& b, StreamOrDevice s = {});
+// On bool, a ** b as on 0/1 (MLX): true unless a is false and b is true.
 array power(const array& a, const array& b, StreamOrDevice s = {});
 array maximum(const array& a, const array& b, StreamOrDevice s = {});
 array minimum(const array& a, const array& b, StreamOrDevice s = {});
@@ -93,40 +122,53 @@ array clip(const array& a, const std::optional<array>& a_min, const std::optiona
            StreamOrDevice s = {});
 
 // ---- reductions (axes may be negative; empty axes list = no reduction) ----
+// sum and prod widen small integers as MLX does: bool and signed integers of
+// up to 32 bits give int32, unsigned ones uint32, 64-bit ones stay.
 array sum(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array sum(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array sum(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array sum(const array& a, bool keepdims, StreamOrDevice s = {});
+array sum(const array& a, StreamOrDevice s = {});
 array mean(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array mean(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array mean(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array mean(const array& a, bool keepdims, StreamOrDevice s = {});
+array mean(const array& a, StreamOrDevice s = {});
 array max(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array max(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array max(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array max(const array& a, bool keepdims, StreamOrDevice s = {});
+array max(const array& a, StreamOrDevice s = {});
 array min(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array min(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array min(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array min(const array& a, bool keepdims, StreamOrDevice s = {});
+array min(const array& a, StreamOrDevice s = {});
 array prod(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array prod(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array prod(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array prod(const array& a, bool keepdims, StreamOrDevice s = {});
+array prod(const array& a, StreamOrDevice s = {});
 array all(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array all(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array all(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array all(const array& a, bool keepdims, StreamOrDevice s = {});
+array all(const array& a, StreamOrDevice s = {});
 array any(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array any(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array any(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array any(const array& a, bool keepdims, StreamOrDevice s = {});
+array any(const array& a, StreamOrDevice s = {});
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array logsumexp(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array logsumexp(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array logsumexp(const array& a, bool keepdims, StreamOrDevice s = {});
+array logsumexp(const array& a, StreamOrDevice s = {});
 array var(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0,
           StreamOrDevice s = {});
 array var(const array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
-array var(const array& a, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+array var(const array& a, bool keepdims, int ddof = 0, StreamOrDevice s = {});
+array var(const array& a, StreamOrDevice s = {});
 // Index (uint32) of the first extreme value along axis; without an axis,
 // over the flattened array.
 array argmax(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array argmax(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array argmax(const array& a, bool keepdims, StreamOrDevice s = {});
+array argmax(const array& a, StreamOrDevice s = {});
 array argmin(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array argmin(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array argmin(const array& a, bool keepdims, StreamOrDevice s = {});
+array argmin(const array& a, StreamOrDevice s = {});
 
 array softmax(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array softmax(const array& a, int axis, StreamOrDevice s = {});
@@ -142,7 +184,9 @@ array expand_dims(const array& a, int axis, StreamOrDevice s = {});
 array squeeze(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array squeeze(const array& a, int axis, StreamOrDevice s = {});
 array squeeze(const array& a, StreamOrDevice s = {});  // every size-1 axis
-array flatten(const array& a, int start_axis = 0, int end_axis = -1, StreamOrDevice s = {});
+// Axes past either end are clamped to it (MLX).
+array flatten(const array& a, int start_axis, int end_axis = -1, StreamOrDevice s = {});
+array flatten(const array& a, StreamOrDevice s = {});
 array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s = {});
 std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s = {});
 // Python-style slicing per axis: negative start/stop count from the end,
@@ -164,7 +208,10 @@ array stack(const std::vector<array>& arrays, int axis, StreamOrDevice s = {});
 array stack(const std::vector<array>& arrays, StreamOrDevice s = {});
 std::vector<array> split(const array& a, int num_splits, int axis, StreamOrDevice s = {});
 std::vector<array> split(const array& a, int num_splits, StreamOrDevice s = {});
+// Pieces a[0:i0], a[i0:i1], ..., a[ik:] along axis with Python slice rules
+// (indices need not increase: a decreasing pair gives an empty piece).
 std::vector<array> split(const array& a, const Shape& indices, int axis, StreamOrDevice s = {});
+std::vector<array> split(const array& a, const Shape& indices, StreamOrDevice s = {});
 array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, const array& pad_value = array(0),
           StreamOrDevice s = {});
 array pad(const array& a, int pad_width, const array& pad_value = array(0), StreamOrDevice s = {});
@@ -172,6 +219,7 @@ array repeat(const array& a, int repeats, int axis, StreamOrDevice s = {});
 array repeat(const array& a, int repeats, StreamOrDevice s = {});  // flattened
 array tile(const array& a, std::vector<int> reps, StreamOrDevice s = {});
 array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array flip(const array& a, int axis, StreamOrDevice s = {});
 array flip(const array& a, StreamOrDevice s = {});  // every axis
 
 // ---- linear algebra ----

@@ -64,6 +64,9 @@ array::array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype)
   desc_->set_status(Status::available);
 }
 
+array::array(const std::vector<bool>& values, Shape shape, Dtype dtype)
+    : array(std::vector<uint8_t>(values.begin(), values.end()), std::move(shape), dtype) {}
+
 void array::check_data_size(size_t n, const Shape& shape) {
   size_t want = 1;
   for (int d : shape) {
@@ -133,6 +136,10 @@ const void* array::raw_data(Dtype expected) const {
 namespace detail {
 
 bool is_row_contiguous(const Shape& shape, const Strides& strides) {
+  // An empty array has no element out of place (MLX flags it contiguous).
+  for (int d : shape) {
+    if (d == 0) return true;
+  }
   int64_t expected = 1;
   for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
     if (shape[i] == 1) continue;

@@ -441,6 +441,7 @@ struct CompiledFn {
 }  // namespace
 
 ArrayFn compile(ArrayFn fn) {
+  if (!fn) throw Error("[compile] needs a function, got an empty one");
   auto state = std::make_shared<CompiledFn>();
   state->fn = std::move(fn);
   return [state](const std::vector<array>& inputs) -> std::vector<array> {
