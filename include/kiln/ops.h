@@ -4,6 +4,7 @@
 // the op, the shapes and the dtypes. The trailing StreamOrDevice picks where
 // the op runs (default: the default stream of the default device).
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -96,6 +97,44 @@ array gelu(const array& a, StreamOrDevice s = {});         // x * Phi(x), exact 
 array gelu_approx(const array& a, StreamOrDevice s = {});  // tanh approximation
 array silu(const array& a, StreamOrDevice s = {});         // x * sigmoid(x)
 array logical_not(const array& a, StreamOrDevice s = {});
+array tan(const array& a, StreamOrDevice s = {});
+array arcsin(const array& a, StreamOrDevice s = {});
+array arccos(const array& a, StreamOrDevice s = {});
+array arctan(const array& a, StreamOrDevice s = {});
+array sinh(const array& a, StreamOrDevice s = {});
+array cosh(const array& a, StreamOrDevice s = {});
+array arcsinh(const array& a, StreamOrDevice s = {});
+array arccosh(const array& a, StreamOrDevice s = {});
+array arctanh(const array& a, StreamOrDevice s = {});
+array log2(const array& a, StreamOrDevice s = {});
+array log10(const array& a, StreamOrDevice s = {});
+array degrees(const array& a, StreamOrDevice s = {});
+array radians(const array& a, StreamOrDevice s = {});
+// numpy's rint(a * 10^decimals) / 10^decimals, in a's dtype (integers and
+// 16-bit floats compute in float32 and are cast back).
+array round(const array& a, int decimals, StreamOrDevice s = {});
+// ~a on integers; logical_not on bool; an error for floats.
+array bitwise_invert(const array& a, StreamOrDevice s = {});
+
+// ---- floating-point predicates and cleanup (integers: no NaN or inf) ----
+array isnan(const array& a, StreamOrDevice s = {});
+array isinf(const array& a, StreamOrDevice s = {});
+array isfinite(const array& a, StreamOrDevice s = {});
+array isposinf(const array& a, StreamOrDevice s = {});
+array isneginf(const array& a, StreamOrDevice s = {});
+// NaN -> nan, +inf -> posinf, -inf -> neginf (default: the dtype's largest
+// finite values). Unlike MLX, float64 is supported.
+array nan_to_num(const array& a, float nan = 0.0f, const std::optional<float> posinf = std::nullopt,
+                 const std::optional<float> neginf = std::nullopt, StreamOrDevice s = {});
+// |a - b| <= atol + rtol * |b| elementwise; infinities are close only to
+// the same infinity. The tolerances apply in float64.
+array isclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+              StreamOrDevice s = {});
+array allclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+               StreamOrDevice s = {});
+// A bool scalar: same shape and equal elements (false for different shapes).
+array array_equal(const array& a, const array& b, bool equal_nan, StreamOrDevice s = {});
+array array_equal(const array& a, const array& b, StreamOrDevice s = {});
 
 // ---- binary (broadcasting, numpy promotion) ----
 array add(const array& a, const array& b, StreamOrDevice s = {});
@@ -117,6 +156,23 @@ array greater(const array& a, const array& b, StreamOrDevice s = {});
 array greater_equal(const array& a, const array& b, StreamOrDevice s = {});
 array logical_and(const array& a, const array& b, StreamOrDevice s = {});
 array logical_or(const array& a, const array& b, StreamOrDevice s = {});
+// numpy's floor division: integers round toward -inf and x // 0 is 0
+// (MLX truncates integer quotients); floats as numpy's divmod.
+array floor_divide(const array& a, const array& b, StreamOrDevice s = {});
+// {floor_divide(a, b), remainder(a, b)}.
+std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s = {});
+// Integer inputs compute in float32.
+array arctan2(const array& a, const array& b, StreamOrDevice s = {});
+// log(exp(a) + exp(b)) without overflow; integers compute in float32.
+array logaddexp(const array& a, const array& b, StreamOrDevice s = {});
+// Bitwise ops on integer or bool inputs (floats are an error). Shifts by a
+// count outside [0, bits) give 0 (or -1 for a negative value shifted
+// right), as numpy; bool operands shift as uint8.
+array bitwise_and(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_or(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_xor(const array& a, const array& b, StreamOrDevice s = {});
+array left_shift(const array& a, const array& b, StreamOrDevice s = {});
+array right_shift(const array& a, const array& b, StreamOrDevice s = {});
 array where(const array& condition, const array& x, const array& y, StreamOrDevice s = {});
 array clip(const array& a, const std::optional<array>& a_min, const std::optional<array>& a_max,
            StreamOrDevice s = {});
@@ -222,10 +278,62 @@ array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array flip(const array& a, int axis, StreamOrDevice s = {});
 array flip(const array& a, StreamOrDevice s = {});  // every axis
 
+// ---- more shape ops ----
+array atleast_1d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_1d(const std::vector<array>& a, StreamOrDevice s = {});
+array atleast_2d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_2d(const std::vector<array>& a, StreamOrDevice s = {});
+array atleast_3d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s = {});
+array moveaxis(const array& a, int source, int destination, StreamOrDevice s = {});
+// Splits axis into shape (one entry may be -1).
+array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s = {});
+// Elements shifted cyclically along axes; without axes over the flattened
+// array (a Shape of shifts then rolls by their sum).
+array roll(const array& a, int shift, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, StreamOrDevice s = {});
+array roll(const array& a, int shift, int axis, StreamOrDevice s = {});
+array roll(const array& a, int shift, const std::vector<int>& axes, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, int axis, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, const std::vector<int>& axes, StreamOrDevice s = {});
+// Coordinate arrays from 1-d (or any, flattened) arrays; indexing "xy"
+// (Cartesian, the default) or "ij" (matrix).
+std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse = false,
+                            const std::string& indexing = "xy", StreamOrDevice s = {});
+
+// ---- matrix building ----
+// n x m with ones on and below diagonal k.
+array tri(int n, int m, int k, Dtype type, StreamOrDevice s = {});
+array tri(int n, Dtype type, StreamOrDevice s = {});
+// The lower / upper triangle (from diagonal k) of the last two axes.
+array tril(array x, int k = 0, StreamOrDevice s = {});
+array triu(array x, int k = 0, StreamOrDevice s = {});
+array identity(int n, Dtype dtype, StreamOrDevice s = {});
+array identity(int n, StreamOrDevice s = {});
+// The diagonal `offset` of the (axis1, axis2) planes, as the last axis.
+array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1, StreamOrDevice s = {});
+// 1-d: a square matrix with a on diagonal k; 2-d: diagonal k.
+array diag(const array& a, int k = 0, StreamOrDevice s = {});
+// Sum of a diagonal (in dtype; default a's dtype, widened as sum does).
+array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype, StreamOrDevice s = {});
+array trace(const array& a, int offset, int axis1, int axis2, StreamOrDevice s = {});
+array trace(const array& a, StreamOrDevice s = {});
+
 // ---- linear algebra ----
 // Batched matmul with numpy semantics: 1-d operands are promoted and the
 // added axis removed; batch axes broadcast.
 array matmul(const array& a, const array& b, StreamOrDevice s = {});
+// Contracts the last `axis` axes of a with the first `axis` axes of b.
+array tensordot(const array& a, const array& b, const int axis = 2, StreamOrDevice s = {});
+array tensordot(const array& a, const array& b, const std::vector<int>& axes_a, const std::vector<int>& axes_b,
+                StreamOrDevice s = {});
+// a and b flattened: [a.size, b.size].
+array outer(const array& a, const array& b, StreamOrDevice s = {});
+// Contracts the last axes (a 0-d operand multiplies).
+array inner(const array& a, const array& b, StreamOrDevice s = {});
+array kron(const array& a, const array& b, StreamOrDevice s = {});
+// alpha * (a @ b) + beta * c, floating types only; c broadcasts to a @ b.
+array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f, StreamOrDevice s = {});
 
 // ---- operators ----
 array operator-(const array& a);
@@ -243,6 +351,12 @@ array operator>(const array& a, const array& b);
 array operator>=(const array& a, const array& b);
 array operator&&(const array& a, const array& b);
 array operator||(const array& a, const array& b);
+array operator~(const array& a);
+array operator&(const array& a, const array& b);
+array operator|(const array& a, const array& b);
+array operator^(const array& a, const array& b);
+array operator<<(const array& a, const array& b);
+array operator>>(const array& a, const array& b);
 
 // A C++ scalar next to an array is weakly typed: it takes the array's dtype
 // when its kind (bool < integer < float) is no higher, so
@@ -273,6 +387,11 @@ KILN_SCALAR_OPERATOR(<)
 KILN_SCALAR_OPERATOR(<=)
 KILN_SCALAR_OPERATOR(>)
 KILN_SCALAR_OPERATOR(>=)
+KILN_SCALAR_OPERATOR(&)
+KILN_SCALAR_OPERATOR(|)
+KILN_SCALAR_OPERATOR(^)
+KILN_SCALAR_OPERATOR(<<)
+KILN_SCALAR_OPERATOR(>>)
 #undef KILN_SCALAR_OPERATOR
 
 }  // namespace kiln

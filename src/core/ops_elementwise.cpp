@@ -11,14 +11,18 @@ namespace kiln {
 const char* unary_op_name(UnaryOp op) {
   static const char* names[] = {"abs",  "negative", "sign",  "exp",   "expm1", "log",        "log1p", "sqrt",
                                 "rsqrt", "square",  "sin",   "cos",   "tanh",  "sigmoid",    "erf",   "erfinv",
-                                "floor", "ceil",    "round", "relu",  "gelu",  "gelu_approx", "silu", "logical_not"};
+                                "floor", "ceil",    "round", "relu",  "gelu",  "gelu_approx", "silu", "logical_not",
+                                "tan",   "arcsin",  "arccos", "arctan", "sinh", "cosh",       "arcsinh", "arccosh",
+                                "arctanh", "log2",  "log10", "bitwise_invert"};
   return names[static_cast<int>(op)];
 }
 
 const char* binary_op_name(BinaryOp op) {
-  static const char* names[] = {"add",        "subtract", "multiply", "divide",     "power",     "maximum",
-                                "minimum",    "remainder", "equal",   "not_equal",  "less",      "less_equal",
-                                "greater",    "greater_equal", "logical_and", "logical_or"};
+  static const char* names[] = {"add",         "subtract",    "multiply",    "divide",        "power",
+                                "maximum",     "minimum",     "remainder",   "arctan2",       "floor_divide",
+                                "bitwise_and", "bitwise_or",  "bitwise_xor", "left_shift",    "right_shift",
+                                "equal",       "not_equal",   "less",        "less_equal",    "greater",
+                                "greater_equal", "logical_and", "logical_or"};
   return names[static_cast<int>(op)];
 }
 
@@ -57,9 +61,14 @@ array binary_op(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
   Stream st = to_stream(s);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name, {&a, &b});
   Dtype t = promote_types(a.dtype(), b.dtype());
-  if (op == BinaryOp::divide && !is_floating_point(t)) t = float32;
+  if ((op == BinaryOp::divide || op == BinaryOp::arctan2) && !is_floating_point(t)) t = float32;
+  bool bitwise = op == BinaryOp::bitwise_and || op == BinaryOp::bitwise_or || op == BinaryOp::bitwise_xor ||
+                 op == BinaryOp::left_shift || op == BinaryOp::right_shift;
+  if (bitwise && is_floating_point(t)) fail(name, "needs integer or bool inputs", {&a, &b});
+  // Shifting bools shifts 0/1 bytes (MLX).
+  if (t == bool_ && (op == BinaryOp::left_shift || op == BinaryOp::right_shift)) t = uint8;
   if (op == BinaryOp::logical_and || op == BinaryOp::logical_or) t = bool_;
-  if (t == bool_ && (op == BinaryOp::subtract || op == BinaryOp::remainder)) {
+  if (t == bool_ && (op == BinaryOp::subtract || op == BinaryOp::remainder || op == BinaryOp::floor_divide)) {
     fail(name, "is not defined for bool inputs", {&a, &b});
   }
   array x = a.dtype() == t ? a : astype(a, t, st);
@@ -96,6 +105,17 @@ KILN_UNARY(gelu, true)
 KILN_UNARY(gelu_approx, true)
 KILN_UNARY(silu, true)
 KILN_UNARY(logical_not, false)
+KILN_UNARY(tan, true)
+KILN_UNARY(arcsin, true)
+KILN_UNARY(arccos, true)
+KILN_UNARY(arctan, true)
+KILN_UNARY(sinh, true)
+KILN_UNARY(cosh, true)
+KILN_UNARY(arcsinh, true)
+KILN_UNARY(arccosh, true)
+KILN_UNARY(arctanh, true)
+KILN_UNARY(log2, true)
+KILN_UNARY(log10, true)
 #undef KILN_UNARY
 
 #define KILN_BINARY(NAME) \
@@ -115,6 +135,13 @@ KILN_BINARY(greater)
 KILN_BINARY(greater_equal)
 KILN_BINARY(logical_and)
 KILN_BINARY(logical_or)
+KILN_BINARY(arctan2)
+KILN_BINARY(floor_divide)
+KILN_BINARY(bitwise_and)
+KILN_BINARY(bitwise_or)
+KILN_BINARY(bitwise_xor)
+KILN_BINARY(left_shift)
+KILN_BINARY(right_shift)
 #undef KILN_BINARY
 
 array negative(const array& a, StreamOrDevice s) {
@@ -129,6 +156,12 @@ array power(const array& a, const array& b, StreamOrDevice s) {
     return logical_or(a, logical_not(b, s), s);
   }
   return binary_op(BinaryOp::power, a, b, s);
+}
+
+array bitwise_invert(const array& a, StreamOrDevice s) {
+  if (is_floating_point(a.dtype())) fail("bitwise_invert", "needs integer or bool input", {&a});
+  if (a.dtype() == bool_) return logical_not(a, s);
+  return unary_op(UnaryOp::bitwise_invert, a, s, false);
 }
 
 array operator-(const array& a) { return negative(a); }
@@ -146,6 +179,12 @@ array operator>(const array& a, const array& b) { return greater(a, b); }
 array operator>=(const array& a, const array& b) { return greater_equal(a, b); }
 array operator&&(const array& a, const array& b) { return logical_and(a, b); }
 array operator||(const array& a, const array& b) { return logical_or(a, b); }
+array operator~(const array& a) { return bitwise_invert(a); }
+array operator&(const array& a, const array& b) { return bitwise_and(a, b); }
+array operator|(const array& a, const array& b) { return bitwise_or(a, b); }
+array operator^(const array& a, const array& b) { return bitwise_xor(a, b); }
+array operator<<(const array& a, const array& b) { return left_shift(a, b); }
+array operator>>(const array& a, const array& b) { return right_shift(a, b); }
 
 array scalar_like(double value, bool is_float, const array& like) {
   auto kind = [](Dtype t) { return t == bool_ ? 0 : (is_floating_point(t) ? 2 : 1); };
