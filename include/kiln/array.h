@@ -47,6 +47,10 @@ class array {
         std::vector<array> inputs);
   // Internal: wraps a descriptor.
   explicit array(std::shared_ptr<ArrayDesc> desc) : desc_(std::move(desc)) {}
+  // Internal: the outputs of one node of a multi-output primitive.
+  static std::vector<array> make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
+                                        const std::shared_ptr<Primitive>& primitive,
+                                        const std::vector<array>& inputs);
 
   const Shape& shape() const;
   int shape(int dim) const;  // negative dims count from the end
@@ -87,6 +91,12 @@ class array {
   const std::shared_ptr<ArrayDesc>& desc() const { return desc_; }
   const std::vector<array>& inputs() const;
   const std::shared_ptr<Primitive>& primitive() const;
+  // The other outputs of this array's node (MLX: siblings()), and all of
+  // them in output order with this one included (MLX: outputs()). An output
+  // nobody holds any more is absent from siblings() and comes back from
+  // outputs() as a fresh array of the same node.
+  std::vector<array> siblings() const;
+  std::vector<array> outputs() const;
 
  private:
   array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype);

@@ -99,6 +99,55 @@ int array::ndim() const { return static_cast<int>(desc_->shape.size()); }
 size_t array::itemsize() const { return size_of(desc_->dtype); }
 size_t array::nbytes() const { return desc_->size * itemsize(); }
 
+std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
+                                     const std::shared_ptr<Primitive>& primitive, const std::vector<array>& inputs) {
+  std::vector<array> outs;
+  outs.reserve(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) outs.push_back(array(shapes[i], dtypes[i], primitive, inputs));
+  if (outs.size() > 1) {
+    auto sib = std::make_shared<ArrayDesc::Siblings>();
+    for (const auto& o : outs) sib->descs.push_back(o.desc_);
+    sib->shapes = std::move(shapes);
+    sib->dtypes = dtypes;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      outs[i].desc_->siblings = sib;
+      outs[i].desc_->position = static_cast<int>(i);
+    }
+  }
+  return outs;
+}
+
+std::vector<array> array::siblings() const {
+  std::vector<array> out;
+  if (!desc_->siblings) return out;
+  for (const auto& w : desc_->siblings->descs) {
+    auto d = w.lock();
+    if (d && d != desc_) out.push_back(array(std::move(d)));
+  }
+  return out;
+}
+
+std::vector<array> array::outputs() const {
+  const auto& sib = desc_->siblings;
+  if (!sib) return {*this};
+  std::vector<array> out;
+  std::vector<array> rebuilt;  // the whole node again, made once if an output died
+  for (size_t i = 0; i < sib->descs.size(); ++i) {
+    if (auto d = sib->descs[i].lock()) {
+      out.push_back(array(std::move(d)));
+      continue;
+    }
+    if (rebuilt.empty()) {
+      if (!desc_->primitive) {
+        throw Error("[outputs] an output of this evaluated multi-output node was released; rebuild the op");
+      }
+      rebuilt = make_arrays(sib->shapes, sib->dtypes, desc_->primitive, desc_->inputs);
+    }
+    out.push_back(rebuilt[i]);
+  }
+  return out;
+}
+
 const std::vector<array>& array::inputs() const { return desc_->inputs; }
 const std::shared_ptr<Primitive>& array::primitive() const { return desc_->primitive; }
 bool array::has_primitive() const { return desc_->primitive != nullptr; }

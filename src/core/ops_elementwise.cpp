@@ -264,7 +264,8 @@ array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice
   // An infinite step gives the start alone when the range is not empty.
   if (std::isinf(step)) {
     bool empty = step > 0 ? start >= stop : start <= stop;
-    return make_node<Arange>({empty ? 0 : 1}, dtype, {}, st, start, 0.0);
+    int n = empty ? 0 : 1;
+    return make_node<Arange>({n}, dtype, {}, st, start, 0.0, n);
   }
   double n = std::ceil((stop - start) / step);
   if (n > 2147483647.0) throw Error("[arange] too many elements: " + std::to_string(n));
@@ -276,7 +277,7 @@ array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice
     first = std::trunc(start);
     delta = std::trunc(start + step) - first;
   }
-  return make_node<Arange>({count}, dtype, {}, st, first, delta);
+  return make_node<Arange>({count}, dtype, {}, st, first, delta, count);
 }
 array arange(double start, double stop, double step, StreamOrDevice s) { return arange(start, stop, step, float32, s); }
 array arange(double start, double stop, Dtype dtype, StreamOrDevice s) { return arange(start, stop, 1.0, dtype, s); }
@@ -294,7 +295,7 @@ array linspace(double start, double stop, int num, bool endpoint, Dtype dtype, S
   // Without the endpoint, stop would be the sample after the last one.
   int intervals = endpoint ? num - 1 : num;
   double step = intervals > 0 ? (stop - start) / intervals : 0.0;
-  return make_node<Arange>({num}, dtype, {}, to_stream(s), start, step);
+  return make_node<Arange>({num}, dtype, {}, to_stream(s), start, step, num);
 }
 array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
   return linspace(start, stop, num, true, dtype, s);

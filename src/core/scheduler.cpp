@@ -15,6 +15,7 @@
 #include "core/ops_util.h"
 #include "core/primitive.h"
 #include "core/scheduler.h"
+#include "core/transform_util.h"
 
 namespace kiln {
 namespace {
@@ -137,26 +138,37 @@ class Scheduler {
   std::map<std::pair<int, int>, int> default_slots_;  // (device type, index) -> stream
 };
 
-// Post-order of the unscheduled part of the graph, without recursion.
+thread_local int tl_keep_graph = 0;
+
+// Post-order of the unscheduled part of the graph, without recursion. The
+// siblings of a multi-output node are one task: the first one reached
+// stands for all of them.
 std::vector<array> build_tape(const std::vector<array>& outputs) {
   std::vector<array> tape;
   std::unordered_set<const ArrayDesc*> seen;
+  auto visit = [&seen](const array& a) {
+    if (a.desc()->get_status() != Status::unscheduled || !seen.insert(a.desc().get()).second) return false;
+    if (const auto& sib = a.desc()->siblings) {
+      for (const auto& w : sib->descs) {
+        if (auto d = w.lock()) seen.insert(d.get());
+      }
+    }
+    return true;
+  };
   struct Frame {
     array node;
     size_t next_input;
   };
   std::vector<Frame> stack;
   for (const auto& out : outputs) {
-    if (out.desc()->get_status() != Status::unscheduled || !seen.insert(out.desc().get()).second) continue;
+    if (!visit(out)) continue;
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& inputs = f.node.desc()->inputs;
       if (f.next_input < inputs.size()) {
         const array& in = inputs[f.next_input++];
-        if (in.desc()->get_status() == Status::unscheduled && seen.insert(in.desc().get()).second) {
-          stack.push_back({in, 0});
-        }
+        if (visit(in)) stack.push_back({in, 0});
         continue;
       }
       tape.push_back(std::move(f.node));
@@ -166,10 +178,22 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   return tape;
 }
 
+void mark_scheduled(ArrayDesc& d, bool keep_graph) {
+  auto mark = [keep_graph](ArrayDesc& x) {
+    if (keep_graph) x.keep_graph = true;
+    x.set_status(Status::scheduled);
+  };
+  if (!d.siblings) return mark(d);
+  for (const auto& w : d.siblings->descs) {
+    if (auto s = w.lock()) mark(*s);
+  }
+}
+
 void schedule(const std::vector<array>& outputs) {
   auto& sched = Scheduler::instance();
   std::lock_guard lock(sched.schedule_mutex());
   std::vector<array> tape = build_tape(outputs);
+  const bool keep_graph = tl_keep_graph > 0;
   // Hand the tape over in runs of consecutive nodes of one stream.
   size_t i = 0;
   while (i < tape.size()) {
@@ -177,7 +201,7 @@ void schedule(const std::vector<array>& outputs) {
     StreamWorker& worker = sched.worker(s);  // may throw: before any node is marked
     std::vector<array> run;
     while (i < tape.size() && tape[i].primitive()->stream() == s) {
-      tape[i].desc()->set_status(Status::scheduled);
+      mark_scheduled(*tape[i].desc(), keep_graph);
       run.push_back(std::move(tape[i]));
       ++i;
     }
@@ -196,27 +220,63 @@ bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* s
   return d.error.empty();
 }
 
+std::vector<array> node_outputs(const array& node) {
+  const auto& sib = node.desc()->siblings;
+  if (!sib) return {node};
+  std::vector<array> outs;
+  for (size_t i = 0; i < sib->descs.size(); ++i) {
+    if (auto d = sib->descs[i].lock()) {
+      outs.push_back(array(std::move(d)));
+    } else {
+      // Nobody holds this output: the kernel still writes it, to scratch.
+      outs.push_back(array(std::make_shared<ArrayDesc>(sib->shapes[i], sib->dtypes[i])));
+    }
+  }
+  return outs;
+}
+
+std::vector<array> release_inputs(ArrayDesc& d) {
+  if (d.keep_graph) return d.inputs;
+  return std::move(d.inputs);
+}
+
 void finish_node(array& node) {
   ArrayDesc& d = *node.desc();
-  bool failed = !d.error.empty();
-  if (failed) d.buffer.reset();
-  d.inputs.clear();
-  d.primitive.reset();
-  d.set_status(failed ? Status::failed : Status::available);
+  const std::string error = d.error;
+  auto publish = [&error](ArrayDesc& x) {
+    bool failed = !error.empty();
+    if (failed) {
+      x.error = error;
+      x.buffer.reset();
+    }
+    if (!x.keep_graph) {
+      x.inputs.clear();
+      x.primitive.reset();
+    }
+    x.set_status(failed ? Status::failed : Status::available);
+  };
+  if (!d.siblings) return publish(d);
+  // Keep the siblings alive while they are published.
+  std::vector<std::shared_ptr<ArrayDesc>> live;
+  for (const auto& w : d.siblings->descs) {
+    if (auto s = w.lock()) live.push_back(std::move(s));
+  }
+  for (auto& s : live) publish(*s);
 }
 
 void evaluate_node(array& node, const Stream& stream) {
   ArrayDesc& d = *node.desc();
   if (wait_for_inputs(d, nullptr)) {
     try {
+      std::vector<array> outputs = node_outputs(node);
       if (stream.device.type == Device::cpu) {
-        d.primitive->eval_cpu(d.inputs, node);
+        d.primitive->eval_cpu(d.inputs, outputs);
       } else {
         // eval_gpu only enqueues kernels; gpu_end_node records the event
         // consumers wait on and holds the inputs until the kernels ran.
         gpu_begin_node(stream);
-        d.primitive->eval_gpu(d.inputs, node);
-        gpu_end_node(stream, std::move(d.inputs));
+        d.primitive->eval_gpu(d.inputs, outputs);
+        gpu_end_node(stream, release_inputs(d));
       }
     } catch (const std::exception& e) {
       d.error = e.what();
@@ -224,6 +284,10 @@ void evaluate_node(array& node, const Stream& stream) {
   }
   finish_node(node);
 }
+
+KeepGraphScope::KeepGraphScope() { ++tl_keep_graph; }
+KeepGraphScope::~KeepGraphScope() { --tl_keep_graph; }
+bool KeepGraphScope::active() { return tl_keep_graph > 0; }
 
 void eval(std::vector<array> outputs) {
   schedule(outputs);
@@ -277,6 +341,9 @@ Stream new_stream(Device d) {
 }
 Stream to_stream(StreamOrDevice s) {
   if (std::holds_alternative<Stream>(s)) return std::get<Stream>(s);
+  if (std::holds_alternative<std::monostate>(s)) {
+    if (auto r = detail::rule_stream()) return *r;
+  }
   Device d = std::holds_alternative<Device>(s) ? std::get<Device>(s) : default_device();
   return default_stream(d);
 }

@@ -18,6 +18,23 @@ void evaluate_node(array& node, const Stream& stream);
 // available (or failed, with its buffer dropped) and inputs detached.
 bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch);
 void finish_node(array& node);
+// Every output of node's primitive in order (node and its siblings; an
+// output nobody holds is a scratch array), as eval_cpu/eval_gpu take them.
+std::vector<array> node_outputs(const array& node);
+// The node's inputs for a backend that holds them until its kernels ran:
+// moved out, or copied when the node keeps its graph for a transform.
+std::vector<array> release_inputs(ArrayDesc& d);
+
+// While one is alive on a thread, nodes that thread schedules keep their
+// primitive and inputs after they run (transformations walk them later).
+class KeepGraphScope {
+ public:
+  KeepGraphScope();
+  ~KeepGraphScope();
+  KeepGraphScope(const KeepGraphScope&) = delete;
+  KeepGraphScope& operator=(const KeepGraphScope&) = delete;
+  static bool active();
+};
 
 // Provided by the GPU backend (or its stub in a CPU-only build).
 bool gpu_available();
