@@ -40,6 +40,8 @@ class array {
   template <typename T>
   array(std::initializer_list<T> values, Shape shape, Dtype dtype = dtype_of<T>)
       : array(std::vector<T>(values), std::move(shape), dtype) {}
+  // std::vector<bool> is packed and has no data(): its values are unpacked.
+  array(const std::vector<bool>& values, Shape shape, Dtype dtype = bool_);
 
   // Wraps memory Kiln does not own, with no copy (MLX's constructor):
   // row-major data of shape and dtype at `data`; `deleter(data)` runs when

@@ -104,6 +104,50 @@ struct bfloat16_t {
   }
 };
 
+// Arithmetic and comparisons on the 16-bit storage types. Without them,
+// `h == h` is ambiguous between float's built-in == (through the conversion
+// to float) and array's == (through array's implicit constructor). They
+// compute exactly as the built-in operators on the promoted float do, so a
+// half op half gives float. Deliberate difference from MLX, whose
+// float16_t op float16_t gives float16_t: kernels here accumulate
+// `h * h` in float and must keep doing so.
+template <typename T>
+inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+
+template <typename A, typename B>
+inline constexpr bool is_half_operand_pair_v =
+    (is_half_v<A> || is_half_v<B>) && (is_half_v<A> || std::is_arithmetic_v<A>) &&
+    (is_half_v<B> || std::is_arithmetic_v<B>);
+
+template <typename T>
+auto half_value(T v) {
+  if constexpr (is_half_v<T>) {
+    return static_cast<float>(v);
+  } else {
+    return v;
+  }
+}
+
+#define KILN_HALF_OPERATOR(OP)                                                                  \
+  template <typename A, typename B, typename = std::enable_if_t<is_half_operand_pair_v<A, B>>> \
+  auto operator OP(A a, B b) {                                                                 \
+    return half_value(a) OP half_value(b);                                                     \
+  }
+KILN_HALF_OPERATOR(+)
+KILN_HALF_OPERATOR(-)
+KILN_HALF_OPERATOR(*)
+KILN_HALF_OPERATOR(/)
+KILN_HALF_OPERATOR(==)
+KILN_HALF_OPERATOR(!=)
+KILN_HALF_OPERATOR(<)
+KILN_HALF_OPERATOR(<=)
+KILN_HALF_OPERATOR(>)
+KILN_HALF_OPERATOR(>=)
+#undef KILN_HALF_OPERATOR
+
+inline float operator-(float16_t a) { return -static_cast<float>(a); }
+inline float operator-(bfloat16_t a) { return -static_cast<float>(a); }
+
 size_t size_of(Dtype t);
 const char* dtype_name(Dtype t);  // "float32", "bfloat16", ...
 bool is_floating_point(Dtype t);  // float16, bfloat16, float32, float64

@@ -4,6 +4,7 @@
 // the op, the shapes and the dtypes. The trailing StreamOrDevice picks where
 // the op runs (default: the default stream of the default device).
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -12,8 +13,10 @@
 namespace kiln {
 
 // ---- creation ----
-array zeros(const Shape& shape, Dtype dtype = float32, StreamOrDevice s = {});
-array ones(const Shape& shape, Dtype dtype = float32, StreamOrDevice s = {});
+array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
+array zeros(const Shape& shape, StreamOrDevice s = {});  // float32
+array ones(const Shape& shape, Dtype dtype, StreamOrDevice s = {});
+array ones(const Shape& shape, StreamOrDevice s = {});  // float32
 // Broadcasts vals to shape, cast to dtype.
 array full(const Shape& shape, const array& vals, Dtype dtype, StreamOrDevice s = {});
 array full(const Shape& shape, const array& vals, StreamOrDevice s = {});
@@ -25,17 +28,43 @@ template <typename T>
 array full(const Shape& shape, T val, StreamOrDevice s = {}) {
   return full(shape, array(val), s);
 }
+// vals broadcast to a's shape, cast to dtype (default: a's dtype).
+array full_like(const array& a, const array& vals, Dtype dtype, StreamOrDevice s = {});
+array full_like(const array& a, const array& vals, StreamOrDevice s = {});
+template <typename T>
+array full_like(const array& a, T val, Dtype dtype, StreamOrDevice s = {}) {
+  return full_like(a, array(val, dtype), dtype, s);
+}
+template <typename T>
+array full_like(const array& a, T val, StreamOrDevice s = {}) {
+  return full_like(a, array(val, a.dtype()), s);
+}
 array zeros_like(const array& a, StreamOrDevice s = {});
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s = {});
 array ones_like(const array& a, StreamOrDevice s = {});
-array arange(double start, double stop, double step, Dtype dtype = float32, StreamOrDevice s = {});
-array arange(double start, double stop, Dtype dtype = float32, StreamOrDevice s = {});
-array arange(double stop, Dtype dtype = float32, StreamOrDevice s = {});
-array arange(int start, int stop, int step = 1, StreamOrDevice s = {});  // int32
-array arange(int stop, StreamOrDevice s = {});                         // int32
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s = {});
+// Integer dtypes follow numpy and MLX: start and start + step are cast to
+// the dtype first, so the values step by the cast difference
+// (arange(0., 5., 1.5, int32) is [0, 1, 2, 3]). bool is not allowed.
+array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s = {});
+array arange(double start, double stop, double step, StreamOrDevice s = {});  // float32
+array arange(double start, double stop, Dtype dtype, StreamOrDevice s = {});
+array arange(double start, double stop, StreamOrDevice s = {});  // float32
+array arange(double stop, Dtype dtype, StreamOrDevice s = {});
+array arange(double stop, StreamOrDevice s = {});  // float32
+array arange(int start, int stop, int step, StreamOrDevice s = {});  // int32
+array arange(int start, int stop, StreamOrDevice s = {});            // int32
+array arange(int stop, StreamOrDevice s = {});                       // int32
+// num evenly spaced samples over [start, stop], or [start, stop) without
+// the endpoint.
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype = float32, StreamOrDevice s = {});
 array linspace(double start, double stop, int num = 50, Dtype dtype = float32, StreamOrDevice s = {});
 // n x m identity-like matrix with ones on diagonal k.
-array eye(int n, int m, int k = 0, Dtype dtype = float32, StreamOrDevice s = {});
-array eye(int n, Dtype dtype = float32, StreamOrDevice s = {});
+array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s = {});
+array eye(int n, Dtype dtype, StreamOrDevice s = {});
+array eye(int n, int m, StreamOrDevice s = {});         // float32
+array eye(int n, int m, int k, StreamOrDevice s = {});  // float32
+array eye(int n, StreamOrDevice s = {});                // float32
 
 array astype(const array& a, Dtype dtype, StreamOrDevice s = {});
 // A new array with its own buffer, same layout semantics (row-major).
@@ -45,7 +74,7 @@ array contiguous(const array& a, StreamOrDevice s = {});
 
 // ---- unary (floating ops on integer inputs compute in float32) ----
 array abs(const array& a, StreamOrDevice s = {});
-array negative(const array& a, StreamOrDevice s = {});
+array negative(const array& a, StreamOrDevice s = {});  // not for bool (use logical_not)
 array sign(const array& a, StreamOrDevice s = {});
 array exp(const array& a, StreamOrDevice s = {});
 array expm1(const array& a, StreamOrDevice s = {});
@@ -68,6 +97,44 @@ array gelu(const array& a, StreamOrDevice s = {});         // x * Phi(x), exact 
 array gelu_approx(const array& a, StreamOrDevice s = {});  // tanh approximation
 array silu(const array& a, StreamOrDevice s = {});         // x * sigmoid(x)
 array logical_not(const array& a, StreamOrDevice s = {});
+array tan(const array& a, StreamOrDevice s = {});
+array arcsin(const array& a, StreamOrDevice s = {});
+array arccos(const array& a, StreamOrDevice s = {});
+array arctan(const array& a, StreamOrDevice s = {});
+array sinh(const array& a, StreamOrDevice s = {});
+array cosh(const array& a, StreamOrDevice s = {});
+array arcsinh(const array& a, StreamOrDevice s = {});
+array arccosh(const array& a, StreamOrDevice s = {});
+array arctanh(const array& a, StreamOrDevice s = {});
+array log2(const array& a, StreamOrDevice s = {});
+array log10(const array& a, StreamOrDevice s = {});
+array degrees(const array& a, StreamOrDevice s = {});
+array radians(const array& a, StreamOrDevice s = {});
+// numpy's rint(a * 10^decimals) / 10^decimals, in a's dtype (integers and
+// 16-bit floats compute in float32 and are cast back).
+array round(const array& a, int decimals, StreamOrDevice s = {});
+// ~a on integers; logical_not on bool; an error for floats.
+array bitwise_invert(const array& a, StreamOrDevice s = {});
+
+// ---- floating-point predicates and cleanup (integers: no NaN or inf) ----
+array isnan(const array& a, StreamOrDevice s = {});
+array isinf(const array& a, StreamOrDevice s = {});
+array isfinite(const array& a, StreamOrDevice s = {});
+array isposinf(const array& a, StreamOrDevice s = {});
+array isneginf(const array& a, StreamOrDevice s = {});
+// NaN -> nan, +inf -> posinf, -inf -> neginf (default: the dtype's largest
+// finite values). Unlike MLX, float64 is supported.
+array nan_to_num(const array& a, float nan = 0.0f, const std::optional<float> posinf = std::nullopt,
+                 const std::optional<float> neginf = std::nullopt, StreamOrDevice s = {});
+// |a - b| <= atol + rtol * |b| elementwise; infinities are close only to
+// the same infinity. The tolerances apply in float64.
+array isclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+              StreamOrDevice s = {});
+array allclose(const array& a, const array& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false,
+               StreamOrDevice s = {});
+// A bool scalar: same shape and equal elements (false for different shapes).
+array array_equal(const array& a, const array& b, bool equal_nan, StreamOrDevice s = {});
+array array_equal(const array& a, const array& b, StreamOrDevice s = {});
 
 // ---- binary (broadcasting, numpy promotion) ----
 array add(const array& a, const array& b, StreamOrDevice s = {});
@@ -75,7 +142,9 @@ array subtract(const array& a, const array& b, StreamOrDevice s = {});
 array multiply(const array& a, const array& b, StreamOrDevice s = {});
 // True division: integer inputs give float32.
 array divide(const array& a, const array& b, StreamOrDevice s = {});
-array power(const array& a, const array& b, StreamOrDevice s = {});  // int ** negative int throws (MLX: unchecked)
+// On bool, a ** b as on 0/1 (MLX): true unless a is false and b is true. An integer to a
+// negative integer power throws (MLX: unchecked).
+array power(const array& a, const array& b, StreamOrDevice s = {});
 array maximum(const array& a, const array& b, StreamOrDevice s = {});
 array minimum(const array& a, const array& b, StreamOrDevice s = {});
 // Result has the sign of b (Python/numpy semantics).
@@ -88,45 +157,75 @@ array greater(const array& a, const array& b, StreamOrDevice s = {});
 array greater_equal(const array& a, const array& b, StreamOrDevice s = {});
 array logical_and(const array& a, const array& b, StreamOrDevice s = {});
 array logical_or(const array& a, const array& b, StreamOrDevice s = {});
+// numpy's floor division: integers round toward -inf and x // 0 is 0
+// (MLX truncates integer quotients); floats as numpy's divmod.
+array floor_divide(const array& a, const array& b, StreamOrDevice s = {});
+// {floor_divide(a, b), remainder(a, b)}.
+std::vector<array> divmod(const array& a, const array& b, StreamOrDevice s = {});
+// Integer inputs compute in float32.
+array arctan2(const array& a, const array& b, StreamOrDevice s = {});
+// log(exp(a) + exp(b)) without overflow; integers compute in float32.
+array logaddexp(const array& a, const array& b, StreamOrDevice s = {});
+// Bitwise ops on integer or bool inputs (floats are an error). Shifts by a
+// count outside [0, bits) give 0 (or -1 for a negative value shifted
+// right), as numpy; bool operands shift as uint8.
+array bitwise_and(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_or(const array& a, const array& b, StreamOrDevice s = {});
+array bitwise_xor(const array& a, const array& b, StreamOrDevice s = {});
+array left_shift(const array& a, const array& b, StreamOrDevice s = {});
+array right_shift(const array& a, const array& b, StreamOrDevice s = {});
 array where(const array& condition, const array& x, const array& y, StreamOrDevice s = {});
 array clip(const array& a, const std::optional<array>& a_min, const std::optional<array>& a_max,
            StreamOrDevice s = {});
 
 // ---- reductions (axes may be negative; empty axes list = no reduction) ----
+// sum and prod widen small integers as MLX does: bool and signed integers of
+// up to 32 bits give int32, unsigned ones uint32, 64-bit ones stay.
 array sum(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array sum(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array sum(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array sum(const array& a, bool keepdims, StreamOrDevice s = {});
+array sum(const array& a, StreamOrDevice s = {});
 array mean(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array mean(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array mean(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array mean(const array& a, bool keepdims, StreamOrDevice s = {});
+array mean(const array& a, StreamOrDevice s = {});
 array max(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array max(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array max(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array max(const array& a, bool keepdims, StreamOrDevice s = {});
+array max(const array& a, StreamOrDevice s = {});
 array min(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array min(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array min(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array min(const array& a, bool keepdims, StreamOrDevice s = {});
+array min(const array& a, StreamOrDevice s = {});
 array prod(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array prod(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array prod(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array prod(const array& a, bool keepdims, StreamOrDevice s = {});
+array prod(const array& a, StreamOrDevice s = {});
 array all(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array all(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array all(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array all(const array& a, bool keepdims, StreamOrDevice s = {});
+array all(const array& a, StreamOrDevice s = {});
 array any(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array any(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array any(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array any(const array& a, bool keepdims, StreamOrDevice s = {});
+array any(const array& a, StreamOrDevice s = {});
 array logsumexp(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
 array logsumexp(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array logsumexp(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array logsumexp(const array& a, bool keepdims, StreamOrDevice s = {});
+array logsumexp(const array& a, StreamOrDevice s = {});
 array var(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0,
           StreamOrDevice s = {});
 array var(const array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
-array var(const array& a, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+array var(const array& a, bool keepdims, int ddof = 0, StreamOrDevice s = {});
+array var(const array& a, StreamOrDevice s = {});
 // Index (uint32) of the first extreme value along axis; without an axis,
 // over the flattened array.
 array argmax(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array argmax(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array argmax(const array& a, bool keepdims, StreamOrDevice s = {});
+array argmax(const array& a, StreamOrDevice s = {});
 array argmin(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
-array argmin(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array argmin(const array& a, bool keepdims, StreamOrDevice s = {});
+array argmin(const array& a, StreamOrDevice s = {});
 
 array softmax(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array softmax(const array& a, int axis, StreamOrDevice s = {});
@@ -142,7 +241,9 @@ array expand_dims(const array& a, int axis, StreamOrDevice s = {});
 array squeeze(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array squeeze(const array& a, int axis, StreamOrDevice s = {});
 array squeeze(const array& a, StreamOrDevice s = {});  // every size-1 axis
-array flatten(const array& a, int start_axis = 0, int end_axis = -1, StreamOrDevice s = {});
+// Axes past either end are clamped to it (MLX).
+array flatten(const array& a, int start_axis, int end_axis = -1, StreamOrDevice s = {});
+array flatten(const array& a, StreamOrDevice s = {});
 array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s = {});
 std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s = {});
 // Python-style slicing per axis: negative start/stop count from the end,
@@ -170,7 +271,10 @@ array stack(const std::vector<array>& arrays, int axis, StreamOrDevice s = {});
 array stack(const std::vector<array>& arrays, StreamOrDevice s = {});
 std::vector<array> split(const array& a, int num_splits, int axis, StreamOrDevice s = {});
 std::vector<array> split(const array& a, int num_splits, StreamOrDevice s = {});
+// Pieces a[0:i0], a[i0:i1], ..., a[ik:] along axis with Python slice rules
+// (indices need not increase: a decreasing pair gives an empty piece).
 std::vector<array> split(const array& a, const Shape& indices, int axis, StreamOrDevice s = {});
+std::vector<array> split(const array& a, const Shape& indices, StreamOrDevice s = {});
 array pad(const array& a, const std::vector<std::pair<int, int>>& pad_width, const array& pad_value = array(0),
           StreamOrDevice s = {});
 array pad(const array& a, int pad_width, const array& pad_value = array(0), StreamOrDevice s = {});
@@ -178,7 +282,49 @@ array repeat(const array& a, int repeats, int axis, StreamOrDevice s = {});
 array repeat(const array& a, int repeats, StreamOrDevice s = {});  // flattened
 array tile(const array& a, std::vector<int> reps, StreamOrDevice s = {});
 array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
+array flip(const array& a, int axis, StreamOrDevice s = {});
 array flip(const array& a, StreamOrDevice s = {});  // every axis
+
+// ---- more shape ops ----
+array atleast_1d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_1d(const std::vector<array>& a, StreamOrDevice s = {});
+array atleast_2d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_2d(const std::vector<array>& a, StreamOrDevice s = {});
+array atleast_3d(const array& a, StreamOrDevice s = {});
+std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s = {});
+array moveaxis(const array& a, int source, int destination, StreamOrDevice s = {});
+// Splits axis into shape (one entry may be -1).
+array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s = {});
+// Elements shifted cyclically along axes; without axes over the flattened
+// array (a Shape of shifts then rolls by their sum).
+array roll(const array& a, int shift, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, StreamOrDevice s = {});
+array roll(const array& a, int shift, int axis, StreamOrDevice s = {});
+array roll(const array& a, int shift, const std::vector<int>& axes, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, int axis, StreamOrDevice s = {});
+array roll(const array& a, const Shape& shift, const std::vector<int>& axes, StreamOrDevice s = {});
+// Coordinate arrays from 1-d (or any, flattened) arrays; indexing "xy"
+// (Cartesian, the default) or "ij" (matrix).
+std::vector<array> meshgrid(const std::vector<array>& arrays, bool sparse = false,
+                            const std::string& indexing = "xy", StreamOrDevice s = {});
+
+// ---- matrix building ----
+// n x m with ones on and below diagonal k.
+array tri(int n, int m, int k, Dtype type, StreamOrDevice s = {});
+array tri(int n, Dtype type, StreamOrDevice s = {});
+// The lower / upper triangle (from diagonal k) of the last two axes.
+array tril(array x, int k = 0, StreamOrDevice s = {});
+array triu(array x, int k = 0, StreamOrDevice s = {});
+array identity(int n, Dtype dtype, StreamOrDevice s = {});
+array identity(int n, StreamOrDevice s = {});
+// The diagonal `offset` of the (axis1, axis2) planes, as the last axis.
+array diagonal(const array& a, int offset = 0, int axis1 = 0, int axis2 = 1, StreamOrDevice s = {});
+// 1-d: a square matrix with a on diagonal k; 2-d: diagonal k.
+array diag(const array& a, int k = 0, StreamOrDevice s = {});
+// Sum of a diagonal (in dtype; default a's dtype, widened as sum does).
+array trace(const array& a, int offset, int axis1, int axis2, Dtype dtype, StreamOrDevice s = {});
+array trace(const array& a, int offset, int axis1, int axis2, StreamOrDevice s = {});
+array trace(const array& a, StreamOrDevice s = {});
 
 // The identity, with a zero derivative: transformations do not look
 // through it.
@@ -188,6 +334,17 @@ array stop_gradient(const array& a, StreamOrDevice s = {});
 // Batched matmul with numpy semantics: 1-d operands are promoted and the
 // added axis removed; batch axes broadcast.
 array matmul(const array& a, const array& b, StreamOrDevice s = {});
+// Contracts the last `axis` axes of a with the first `axis` axes of b.
+array tensordot(const array& a, const array& b, const int axis = 2, StreamOrDevice s = {});
+array tensordot(const array& a, const array& b, const std::vector<int>& axes_a, const std::vector<int>& axes_b,
+                StreamOrDevice s = {});
+// a and b flattened: [a.size, b.size].
+array outer(const array& a, const array& b, StreamOrDevice s = {});
+// Contracts the last axes (a 0-d operand multiplies).
+array inner(const array& a, const array& b, StreamOrDevice s = {});
+array kron(const array& a, const array& b, StreamOrDevice s = {});
+// alpha * (a @ b) + beta * c, floating types only; c broadcasts to a @ b.
+array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f, StreamOrDevice s = {});
 
 // ---- operators ----
 array operator-(const array& a);
@@ -205,6 +362,12 @@ array operator>(const array& a, const array& b);
 array operator>=(const array& a, const array& b);
 array operator&&(const array& a, const array& b);
 array operator||(const array& a, const array& b);
+array operator~(const array& a);
+array operator&(const array& a, const array& b);
+array operator|(const array& a, const array& b);
+array operator^(const array& a, const array& b);
+array operator<<(const array& a, const array& b);
+array operator>>(const array& a, const array& b);
 
 // A C++ scalar next to an array is weakly typed: it takes the array's dtype
 // when its kind (bool < integer < float) is no higher, so
@@ -247,6 +410,11 @@ KILN_SCALAR_OPERATOR(<, "less")
 KILN_SCALAR_OPERATOR(<=, "less_equal")
 KILN_SCALAR_OPERATOR(>, "greater")
 KILN_SCALAR_OPERATOR(>=, "greater_equal")
+KILN_SCALAR_OPERATOR(&, "bitwise_and")
+KILN_SCALAR_OPERATOR(|, "bitwise_or")
+KILN_SCALAR_OPERATOR(^, "bitwise_xor")
+KILN_SCALAR_OPERATOR(<<, "left_shift")
+KILN_SCALAR_OPERATOR(>>, "right_shift")
 #undef KILN_SCALAR_OPERATOR
 
 }  // namespace kiln

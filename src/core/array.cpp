@@ -88,6 +88,9 @@ array array::external_read_only(const void* data, Shape shape, Dtype dtype, std:
   return array(wrap_external(const_cast<void*>(data), std::move(shape), dtype, std::move(deleter), true));
 }
 
+array::array(const std::vector<bool>& values, Shape shape, Dtype dtype)
+    : array(std::vector<uint8_t>(values.begin(), values.end()), std::move(shape), dtype) {}
+
 void array::check_data_size(size_t n, const Shape& shape) {
   size_t want = 1;
   for (int d : shape) {
@@ -206,6 +209,10 @@ const void* array::raw_data(Dtype expected) const {
 namespace detail {
 
 bool is_row_contiguous(const Shape& shape, const Strides& strides) {
+  // An empty array has no element out of place (MLX flags it contiguous).
+  for (int d : shape) {
+    if (d == 0) return true;
+  }
   int64_t expected = 1;
   for (int i = static_cast<int>(shape.size()) - 1; i >= 0; --i) {
     if (shape[i] == 1) continue;

@@ -13,14 +13,18 @@ namespace kiln {
 const char* unary_op_name(UnaryOp op) {
   static const char* names[] = {"abs",  "negative", "sign",  "exp",   "expm1", "log",        "log1p", "sqrt",
                                 "rsqrt", "square",  "sin",   "cos",   "tanh",  "sigmoid",    "erf",   "erfinv",
-                                "floor", "ceil",    "round", "relu",  "gelu",  "gelu_approx", "silu", "logical_not"};
+                                "floor", "ceil",    "round", "relu",  "gelu",  "gelu_approx", "silu", "logical_not",
+                                "tan",   "arcsin",  "arccos", "arctan", "sinh", "cosh",       "arcsinh", "arccosh",
+                                "arctanh", "log2",  "log10", "bitwise_invert"};
   return names[static_cast<int>(op)];
 }
 
 const char* binary_op_name(BinaryOp op) {
-  static const char* names[] = {"add",        "subtract", "multiply", "divide",     "power",     "maximum",
-                                "minimum",    "remainder", "equal",   "not_equal",  "less",      "less_equal",
-                                "greater",    "greater_equal", "logical_and", "logical_or"};
+  static const char* names[] = {"add",         "subtract",    "multiply",    "divide",        "power",
+                                "maximum",     "minimum",     "remainder",   "arctan2",       "floor_divide",
+                                "bitwise_and", "bitwise_or",  "bitwise_xor", "left_shift",    "right_shift",
+                                "equal",       "not_equal",   "less",        "less_equal",    "greater",
+                                "greater_equal", "logical_and", "logical_or"};
   return names[static_cast<int>(op)];
 }
 
@@ -89,9 +93,14 @@ array binary_op(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
   Stream st = to_stream(s);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name, {&a, &b});
   Dtype t = promote_types(a.dtype(), b.dtype());
-  if (op == BinaryOp::divide && !is_floating_point(t)) t = float32;
+  if ((op == BinaryOp::divide || op == BinaryOp::arctan2) && !is_floating_point(t)) t = float32;
+  bool bitwise = op == BinaryOp::bitwise_and || op == BinaryOp::bitwise_or || op == BinaryOp::bitwise_xor ||
+                 op == BinaryOp::left_shift || op == BinaryOp::right_shift;
+  if (bitwise && is_floating_point(t)) fail(name, "needs integer or bool inputs", {&a, &b});
+  // Shifting bools shifts 0/1 bytes (MLX).
+  if (t == bool_ && (op == BinaryOp::left_shift || op == BinaryOp::right_shift)) t = uint8;
   if (op == BinaryOp::logical_and || op == BinaryOp::logical_or) t = bool_;
-  if (t == bool_ && (op == BinaryOp::subtract || op == BinaryOp::power || op == BinaryOp::remainder)) {
+  if (t == bool_ && (op == BinaryOp::subtract || op == BinaryOp::remainder || op == BinaryOp::floor_divide)) {
     fail(name, "is not defined for bool inputs", {&a, &b});
   }
   if (op == BinaryOp::power) check_integer_exponent(a, b, t);
@@ -107,7 +116,6 @@ array binary_op(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
 #define KILN_UNARY(NAME, FLOATING) \
   array NAME(const array& a, StreamOrDevice s) { return unary_op(UnaryOp::NAME, a, s, FLOATING); }
 KILN_UNARY(abs, false)
-KILN_UNARY(negative, false)
 KILN_UNARY(sign, false)
 KILN_UNARY(exp, true)
 KILN_UNARY(expm1, true)
@@ -130,6 +138,17 @@ KILN_UNARY(gelu, true)
 KILN_UNARY(gelu_approx, true)
 KILN_UNARY(silu, true)
 KILN_UNARY(logical_not, false)
+KILN_UNARY(tan, true)
+KILN_UNARY(arcsin, true)
+KILN_UNARY(arccos, true)
+KILN_UNARY(arctan, true)
+KILN_UNARY(sinh, true)
+KILN_UNARY(cosh, true)
+KILN_UNARY(arcsinh, true)
+KILN_UNARY(arccosh, true)
+KILN_UNARY(arctanh, true)
+KILN_UNARY(log2, true)
+KILN_UNARY(log10, true)
 #undef KILN_UNARY
 
 #define KILN_BINARY(NAME) \
@@ -138,7 +157,6 @@ KILN_BINARY(add)
 KILN_BINARY(subtract)
 KILN_BINARY(multiply)
 KILN_BINARY(divide)
-KILN_BINARY(power)
 KILN_BINARY(maximum)
 KILN_BINARY(minimum)
 KILN_BINARY(remainder)
@@ -150,7 +168,34 @@ KILN_BINARY(greater)
 KILN_BINARY(greater_equal)
 KILN_BINARY(logical_and)
 KILN_BINARY(logical_or)
+KILN_BINARY(arctan2)
+KILN_BINARY(floor_divide)
+KILN_BINARY(bitwise_and)
+KILN_BINARY(bitwise_or)
+KILN_BINARY(bitwise_xor)
+KILN_BINARY(left_shift)
+KILN_BINARY(right_shift)
 #undef KILN_BINARY
+
+array negative(const array& a, StreamOrDevice s) {
+  if (a.dtype() == bool_) fail("negative", "is not defined for bool; use logical_not", {&a});
+  return unary_op(UnaryOp::negative, a, s, false);
+}
+
+array power(const array& a, const array& b, StreamOrDevice s) {
+  if (promote_types(a.dtype(), b.dtype()) == bool_) {
+    // a ** b on 0/1 values: 0 ** 1 is the only false case.
+    broadcast_shapes(a.shape(), b.shape(), "power", {&a, &b});
+    return logical_or(a, logical_not(b, s), s);
+  }
+  return binary_op(BinaryOp::power, a, b, s);
+}
+
+array bitwise_invert(const array& a, StreamOrDevice s) {
+  if (is_floating_point(a.dtype())) fail("bitwise_invert", "needs integer or bool input", {&a});
+  if (a.dtype() == bool_) return logical_not(a, s);
+  return unary_op(UnaryOp::bitwise_invert, a, s, false);
+}
 
 array operator-(const array& a) { return negative(a); }
 array operator!(const array& a) { return logical_not(a); }
@@ -167,6 +212,12 @@ array operator>(const array& a, const array& b) { return greater(a, b); }
 array operator>=(const array& a, const array& b) { return greater_equal(a, b); }
 array operator&&(const array& a, const array& b) { return logical_and(a, b); }
 array operator||(const array& a, const array& b) { return logical_or(a, b); }
+array operator~(const array& a) { return bitwise_invert(a); }
+array operator&(const array& a, const array& b) { return bitwise_and(a, b); }
+array operator|(const array& a, const array& b) { return bitwise_or(a, b); }
+array operator^(const array& a, const array& b) { return bitwise_xor(a, b); }
+array operator<<(const array& a, const array& b) { return left_shift(a, b); }
+array operator>>(const array& a, const array& b) { return right_shift(a, b); }
 
 Dtype weak_scalar_dtype(bool is_float, const array& like) {
   auto kind = [](Dtype t) { return t == bool_ ? 0 : (is_floating_point(t) ? 2 : 1); };
@@ -239,31 +290,63 @@ array full(const Shape& shape, const array& vals, Dtype dtype, StreamOrDevice s)
 }
 array full(const Shape& shape, const array& vals, StreamOrDevice s) { return full(shape, vals, vals.dtype(), s); }
 array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s) { return full(shape, array(0, dtype), dtype, s); }
+array zeros(const Shape& shape, StreamOrDevice s) { return zeros(shape, float32, s); }
 array ones(const Shape& shape, Dtype dtype, StreamOrDevice s) { return full(shape, array(1, dtype), dtype, s); }
+array ones(const Shape& shape, StreamOrDevice s) { return ones(shape, float32, s); }
+array full_like(const array& a, const array& vals, Dtype dtype, StreamOrDevice s) {
+  return full(a.shape(), vals, dtype, s);
+}
+array full_like(const array& a, const array& vals, StreamOrDevice s) { return full(a.shape(), vals, a.dtype(), s); }
 array zeros_like(const array& a, StreamOrDevice s) { return zeros(a.shape(), a.dtype(), s); }
+array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) { return zeros(a.shape(), dtype, s); }
 array ones_like(const array& a, StreamOrDevice s) { return ones(a.shape(), a.dtype(), s); }
+array ones_like(const array& a, Dtype dtype, StreamOrDevice s) { return ones(a.shape(), dtype, s); }
 
 array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice s) {
-  if (step == 0 || !std::isfinite(start) || !std::isfinite(stop) || !std::isfinite(step)) {
-    throw Error("[arange] needs finite start, stop and a non-zero step; got start " + std::to_string(start) +
+  if (dtype == bool_) throw Error("[arange] is not defined for bool");
+  if (step == 0 || std::isnan(step) || !std::isfinite(start) || !std::isfinite(stop)) {
+    throw Error("[arange] needs finite start and stop and a non-zero step; got start " + std::to_string(start) +
                 ", stop " + std::to_string(stop) + ", step " + std::to_string(step));
+  }
+  Stream st = to_stream(s);
+  // An infinite step gives the start alone when the range is not empty.
+  if (std::isinf(step)) {
+    bool empty = step > 0 ? start >= stop : start <= stop;
+    int n = empty ? 0 : 1;
+    return make_node<Arange>({n}, dtype, {}, st, start, 0.0, n);
   }
   double n = std::ceil((stop - start) / step);
   if (n > 2147483647.0) throw Error("[arange] too many elements: " + std::to_string(n));
   int count = n > 0 ? static_cast<int>(n) : 0;
-  return make_node<Arange>({count}, dtype, {}, to_stream(s), start, step, count);
+  double first = start, delta = step;
+  if (!is_floating_point(dtype)) {
+    // numpy and MLX compute integer ranges in the output type: the start
+    // and the second value are truncated first.
+    first = std::trunc(start);
+    delta = std::trunc(start + step) - first;
+  }
+  return make_node<Arange>({count}, dtype, {}, st, first, delta, count);
 }
+array arange(double start, double stop, double step, StreamOrDevice s) { return arange(start, stop, step, float32, s); }
 array arange(double start, double stop, Dtype dtype, StreamOrDevice s) { return arange(start, stop, 1.0, dtype, s); }
+array arange(double start, double stop, StreamOrDevice s) { return arange(start, stop, 1.0, float32, s); }
 array arange(double stop, Dtype dtype, StreamOrDevice s) { return arange(0.0, stop, 1.0, dtype, s); }
+array arange(double stop, StreamOrDevice s) { return arange(0.0, stop, 1.0, float32, s); }
 array arange(int start, int stop, int step, StreamOrDevice s) {
   return arange(static_cast<double>(start), static_cast<double>(stop), static_cast<double>(step), int32, s);
 }
+array arange(int start, int stop, StreamOrDevice s) { return arange(start, stop, 1, s); }
 array arange(int stop, StreamOrDevice s) { return arange(0, stop, 1, s); }
 
-array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
+array linspace(double start, double stop, int num, bool endpoint, Dtype dtype, StreamOrDevice s) {
   if (num < 0) throw Error("[linspace] number of samples must be non-negative, got " + std::to_string(num));
-  double step = num > 1 ? (stop - start) / (num - 1) : 0.0;
+  // Without the endpoint, stop would be the sample after the last one.
+  int intervals = endpoint ? num - 1 : num;
+  double step = intervals > 0 ? (stop - start) / intervals : 0.0;
   return make_node<Arange>({num}, dtype, {}, to_stream(s), start, step, num);
+}
+array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
+  return linspace(start, stop, num, true, dtype, s);
 }
 
 array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s) {
@@ -276,5 +359,8 @@ array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s) {
   return astype(equal(add(rows, array(k), st), cols, st), dtype, st);
 }
 array eye(int n, Dtype dtype, StreamOrDevice s) { return eye(n, n, 0, dtype, s); }
+array eye(int n, int m, StreamOrDevice s) { return eye(n, m, 0, float32, s); }
+array eye(int n, int m, int k, StreamOrDevice s) { return eye(n, m, k, float32, s); }
+array eye(int n, StreamOrDevice s) { return eye(n, n, 0, float32, s); }
 
 }  // namespace kiln

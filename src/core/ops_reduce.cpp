@@ -37,8 +37,11 @@ Shape squeezed_shape(const Shape& shape, const std::vector<int>& axes) {
 
 Dtype reduce_dtype(ReduceOp op, Dtype in) {
   if (op == ReduceOp::all || op == ReduceOp::any) return bool_;
+  // MLX's rule: integers of up to 32 bits accumulate in 32 bits of their
+  // signedness (bool counts as signed); 64-bit ones stay.
   if (op == ReduceOp::sum || op == ReduceOp::prod) {
-    if (in == bool_ || in == int8 || in == uint8) return int32;
+    if (in == bool_ || in == int8) return int32;
+    if (in == uint8) return uint32;
   }
   return in;
 }
@@ -82,7 +85,8 @@ int64_t count_over(const array& a, const std::vector<int>& axes) {
   }                                                                                              \
   array NAME(const array& a, bool keepdims, StreamOrDevice s) {                                \
     return reduce(OP, #NAME, a, all_axes(a), keepdims, s);                                       \
-  }
+  }                                                                                              \
+  array NAME(const array& a, StreamOrDevice s) { return NAME(a, false, s); }
 KILN_REDUCTION(sum, ReduceOp::sum)
 KILN_REDUCTION(prod, ReduceOp::prod)
 KILN_REDUCTION(max, ReduceOp::max)
@@ -103,6 +107,7 @@ array mean(const array& a, int axis, bool keepdims, StreamOrDevice s) {
   return mean(a, std::vector<int>{axis}, keepdims, s);
 }
 array mean(const array& a, bool keepdims, StreamOrDevice s) { return mean(a, all_axes(a), keepdims, s); }
+array mean(const array& a, StreamOrDevice s) { return mean(a, false, s); }
 
 array var(const array& a, const std::vector<int>& axes_in, bool keepdims, int ddof, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "var", a);
@@ -120,6 +125,7 @@ array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
   return var(a, std::vector<int>{axis}, keepdims, ddof, s);
 }
 array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) { return var(a, all_axes(a), keepdims, ddof, s); }
+array var(const array& a, StreamOrDevice s) { return var(a, false, 0, s); }
 
 array logsumexp(const array& a, const std::vector<int>& axes_in, bool keepdims, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "logsumexp", a);
@@ -141,6 +147,7 @@ array logsumexp(const array& a, int axis, bool keepdims, StreamOrDevice s) {
   return logsumexp(a, std::vector<int>{axis}, keepdims, s);
 }
 array logsumexp(const array& a, bool keepdims, StreamOrDevice s) { return logsumexp(a, all_axes(a), keepdims, s); }
+array logsumexp(const array& a, StreamOrDevice s) { return logsumexp(a, false, s); }
 
 namespace {
 array arg_reduce(bool is_max, const array& a, int axis, bool keepdims, StreamOrDevice s) {
@@ -161,8 +168,10 @@ array arg_reduce_flat(bool is_max, const array& a, bool keepdims, StreamOrDevice
 
 array argmax(const array& a, int axis, bool keepdims, StreamOrDevice s) { return arg_reduce(true, a, axis, keepdims, s); }
 array argmax(const array& a, bool keepdims, StreamOrDevice s) { return arg_reduce_flat(true, a, keepdims, s); }
+array argmax(const array& a, StreamOrDevice s) { return arg_reduce_flat(true, a, false, s); }
 array argmin(const array& a, int axis, bool keepdims, StreamOrDevice s) { return arg_reduce(false, a, axis, keepdims, s); }
 array argmin(const array& a, bool keepdims, StreamOrDevice s) { return arg_reduce_flat(false, a, keepdims, s); }
+array argmin(const array& a, StreamOrDevice s) { return arg_reduce_flat(false, a, false, s); }
 
 array softmax(const array& a, const std::vector<int>& axes_in, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "softmax", a);

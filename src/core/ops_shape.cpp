@@ -125,9 +125,13 @@ array squeeze(const array& a, StreamOrDevice s) {
 }
 
 array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
-  if (a.ndim() == 0) return reshape(a, {1}, s);
-  int b = normalize_axis(start_axis, a.ndim(), "flatten", a);
-  int e = normalize_axis(end_axis, a.ndim(), "flatten", a);
+  int nd = a.ndim();
+  // As MLX: axes past either end are clamped to it.
+  int b = std::max(0, start_axis < 0 ? start_axis + nd : start_axis);
+  int e = std::min(nd - 1, end_axis < 0 ? end_axis + nd : end_axis);
+  if (nd == 0) return reshape(a, {1}, s);
+  if (b >= nd) fail("flatten", "start axis " + std::to_string(start_axis) + " is out of range", {&a});
+  if (e < 0) fail("flatten", "end axis " + std::to_string(end_axis) + " is out of range", {&a});
   if (b > e) fail("flatten", "start axis " + std::to_string(start_axis) + " comes after end axis " + std::to_string(end_axis), {&a});
   Shape shape(a.shape().begin(), a.shape().begin() + b);
   int64_t merged = 1;
@@ -136,6 +140,7 @@ array flatten(const array& a, int start_axis, int end_axis, StreamOrDevice s) {
   shape.insert(shape.end(), a.shape().begin() + e + 1, a.shape().end());
   return reshape(a, shape, s);
 }
+array flatten(const array& a, StreamOrDevice s) { return flatten(a, 0, -1, s); }
 
 array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
   if (a.shape() == shape) return a;
@@ -293,19 +298,19 @@ array stack(const std::vector<array>& arrays, StreamOrDevice s) { return stack(a
 
 std::vector<array> split(const array& a, const Shape& indices, int axis, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "split", a);
+  // Piece i is a[indices[i-1]:indices[i]] with Python's slice rules, as in
+  // numpy and MLX: a piece whose bounds decrease is empty, and the next one
+  // starts at its own index, not at the previous piece's end.
   std::vector<array> out;
   Shape start(a.ndim(), 0), stop = a.shape();
-  int prev = 0, n = a.shape()[ax];
   for (size_t i = 0; i <= indices.size(); ++i) {
-    int next = i < indices.size() ? std::clamp(indices[i] < 0 ? indices[i] + n : indices[i], 0, n) : n;
-    next = std::max(next, prev);
-    start[ax] = prev;
-    stop[ax] = next;
+    stop[ax] = i < indices.size() ? indices[i] : a.shape()[ax];
     out.push_back(slice(a, start, stop, s));
-    prev = next;
+    start[ax] = stop[ax];
   }
   return out;
 }
+std::vector<array> split(const array& a, const Shape& indices, StreamOrDevice s) { return split(a, indices, 0, s); }
 std::vector<array> split(const array& a, int num_splits, int axis, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "split", a);
   if (num_splits <= 0 || a.shape()[ax] % num_splits != 0) {
@@ -380,6 +385,7 @@ array flip(const array& a, const std::vector<int>& axes_in, StreamOrDevice s) {
   }
   return slice(a, start, stop, step, s);
 }
+array flip(const array& a, int axis, StreamOrDevice s) { return flip(a, std::vector<int>{axis}, s); }
 array flip(const array& a, StreamOrDevice s) {
   std::vector<int> axes(a.ndim());
   std::iota(axes.begin(), axes.end(), 0);

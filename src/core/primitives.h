@@ -28,13 +28,17 @@ namespace kiln {
 
 enum class UnaryOp : uint8_t {
   abs, negative, sign, exp, expm1, log, log1p, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf,
-  erfinv, floor, ceil, round, relu, gelu, gelu_approx, silu, logical_not,
+  erfinv, floor, ceil, round, relu, gelu, gelu_approx, silu, logical_not, tan, arcsin, arccos, arctan, sinh,
+  cosh, arcsinh, arccosh, arctanh, log2, log10, bitwise_invert,
 };
 const char* unary_op_name(UnaryOp op);
 
+// Ops whose result has the input type come before `equal`; comparisons and
+// logical ops (bool results) from `equal` on.
 enum class BinaryOp : uint8_t {
-  add, subtract, multiply, divide, power, maximum, minimum, remainder, equal, not_equal, less,
-  less_equal, greater, greater_equal, logical_and, logical_or,
+  add, subtract, multiply, divide, power, maximum, minimum, remainder, arctan2, floor_divide, bitwise_and,
+  bitwise_or, bitwise_xor, left_shift, right_shift, equal, not_equal, less, less_equal, greater, greater_equal,
+  logical_and, logical_or,
 };
 const char* binary_op_name(BinaryOp op);
 bool is_comparison(BinaryOp op);  // output is bool

@@ -103,9 +103,12 @@ array uniform(const array& low, const array& high, const Shape& shape, Dtype dty
 array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
   return uniform(array(0.0f), array(1.0f), shape, dtype, key, s);
 }
+array uniform(const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  return uniform(shape, float32, key, s);
+}
 
-array normal(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key,
-             StreamOrDevice s) {
+array normal(const Shape& shape, Dtype dtype, const std::optional<array>& loc, const std::optional<array>& scale,
+             const std::optional<array>& key, StreamOrDevice s) {
   if (!is_floating_point(dtype)) {
     throw Error(std::string("[random.normal] needs a floating dtype, got ") + dtype_name(dtype));
   }
@@ -115,13 +118,28 @@ array normal(const Shape& shape, Dtype dtype, float loc, float scale, const std:
   float lo = std::nextafter(-1.0f, 0.0f);
   array u = uniform(array(lo), array(1.0f), shape, ct, key, st);
   array z = multiply(erfinv(u, st), array(std::sqrt(2.0), ct), st);
-  return astype(add(multiply(z, array(scale, ct), st), array(loc, ct), st), dtype, st);
+  if (scale) z = multiply(z, astype(*scale, ct, st), st);
+  if (loc) z = add(z, astype(*loc, ct, st), st);
+  return astype(z, dtype, st);
+}
+array normal(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key,
+             StreamOrDevice s) {
+  return normal(shape, dtype, std::optional<array>(array(loc)), std::optional<array>(array(scale)), key, s);
+}
+array normal(const Shape& shape, float loc, float scale, const std::optional<array>& key, StreamOrDevice s) {
+  return normal(shape, float32, loc, scale, key, s);
+}
+array normal(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
+  return normal(shape, dtype, std::nullopt, std::nullopt, key, s);
+}
+array normal(const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  return normal(shape, float32, std::nullopt, std::nullopt, key, s);
 }
 
 array randint(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
               StreamOrDevice s) {
-  if (!is_integral(dtype) || dtype == bool_) {
-    throw Error(std::string("[random.randint] needs an integer dtype, got ") + dtype_name(dtype));
+  if (!is_integral(dtype)) {
+    throw Error(std::string("[random.randint] needs an integer or bool dtype, got ") + dtype_name(dtype));
   }
   check_shape(shape, "random.randint");
   // An empty range [low, high) has nothing to draw from. Bounds already
@@ -156,6 +174,7 @@ array randint(const array& low, const array& high, const Shape& shape, Dtype dty
 }
 
 array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
+  if (!is_floating_point(p.dtype())) fail("random.bernoulli", "the probability p must be a floating array", {&p});
   Stream st = to_stream(s);
   return less(uniform(shape, float32, key, st), broadcast_to(astype(p, float32, st), shape, st), st);
 }
@@ -163,5 +182,6 @@ array bernoulli(const array& p, const Shape& shape, const std::optional<array>& 
 array bernoulli(const array& p, const std::optional<array>& key, StreamOrDevice s) {
   return bernoulli(p, p.shape(), key, s);
 }
+array bernoulli(const std::optional<array>& key, StreamOrDevice s) { return bernoulli(array(0.5f), key, s); }
 
 }  // namespace kiln::random

@@ -29,7 +29,8 @@ std::optional<array> unary_partial(UnaryOp op, const array& x, const array& y) {
     case UnaryOp::floor:
     case UnaryOp::ceil:
     case UnaryOp::round:
-    case UnaryOp::logical_not: return std::nullopt;
+    case UnaryOp::logical_not:
+    case UnaryOp::bitwise_invert: return std::nullopt;
     case UnaryOp::exp: return y;
     case UnaryOp::expm1: return y + scalar(1.0, y);
     case UnaryOp::log: return reciprocal_of(x);
@@ -58,6 +59,17 @@ std::optional<array> unary_partial(UnaryOp op, const array& x, const array& y) {
       return scalar(0.5, x) * (one + t) +
              scalar(0.5 * c, x) * x * (one - square(t)) * (one + scalar(3.0 * k, x) * x2);
     }
+    case UnaryOp::tan: return scalar(1.0, y) + square(y);
+    case UnaryOp::arcsin: return rsqrt(scalar(1.0, x) - square(x));
+    case UnaryOp::arccos: return negative(rsqrt(scalar(1.0, x) - square(x)));
+    case UnaryOp::arctan: return reciprocal_of(scalar(1.0, x) + square(x));
+    case UnaryOp::sinh: return cosh(x);
+    case UnaryOp::cosh: return sinh(x);
+    case UnaryOp::arcsinh: return rsqrt(square(x) + scalar(1.0, x));
+    case UnaryOp::arccosh: return rsqrt(square(x) - scalar(1.0, x));
+    case UnaryOp::arctanh: return reciprocal_of(scalar(1.0, x) - square(x));
+    case UnaryOp::log2: return reciprocal_of(x * scalar(std::numbers::ln2, x));
+    case UnaryOp::log10: return reciprocal_of(x * scalar(std::numbers::ln10, x));
     case UnaryOp::silu: {
       array s = sigmoid(x);
       return s * (scalar(1.0, x) + x * (scalar(1.0, x) - s));
@@ -85,6 +97,10 @@ std::pair<std::optional<array>, std::optional<array>> binary_partials(BinaryOp o
       return {pa, scalar(1.0, a) - pa};
     }
     case BinaryOp::remainder: return {full_like_scalar(1.0, a), negative(floor(a / b))};
+    case BinaryOp::arctan2: {
+      array r2 = square(a) + square(b);
+      return {b / r2, negative(a) / r2};
+    }
     default: return {std::nullopt, std::nullopt};  // comparisons and logical ops
   }
 }

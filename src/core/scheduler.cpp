@@ -107,6 +107,13 @@ class Scheduler {
     }
     return streams_[slot];
   }
+  void set_default_stream(const Stream& s) {
+    std::lock_guard lock(mutex_);
+    if (s.index < 0 || s.index >= static_cast<int>(streams_.size()) || !(streams_[s.index] == s)) {
+      throw Error("[set_default_stream] unknown stream index " + std::to_string(s.index));
+    }
+    default_slots_[{static_cast<int>(s.device.type), s.device.index}] = s.index;
+  }
   StreamWorker& worker(const Stream& s) {
     std::lock_guard lock(mutex_);
     if (s.index < 0 || s.index >= static_cast<int>(workers_.size())) {
@@ -311,6 +318,23 @@ Stream default_stream(Device d) {
   if (!is_available(d)) throw Error(std::string("[default_stream] ") + device_unavailable_reason(d));
   return Scheduler::instance().default_stream(d);
 }
+void set_default_stream(Stream s) { Scheduler::instance().set_default_stream(s); }
+
+StreamContext::StreamContext(StreamOrDevice s)
+    : previous_device_(default_device()), previous_stream_(default_stream(to_stream(s).device)) {
+  if (std::holds_alternative<std::monostate>(s)) {
+    throw Error("[StreamContext] needs a stream or a device");
+  }
+  Stream st = to_stream(s);
+  set_default_device(st.device);
+  set_default_stream(st);
+}
+
+StreamContext::~StreamContext() {
+  set_default_stream(previous_stream_);
+  set_default_device(previous_device_);
+}
+
 Stream new_stream(Device d) {
   if (!is_available(d)) throw Error(std::string("[new_stream] ") + device_unavailable_reason(d));
   return Scheduler::instance().new_stream(d);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 
 #include "kiln/kiln.h"
 #include "test_util.h"
@@ -166,6 +167,51 @@ TEST_F(Gpu, Binary) {
   expect_same([&](StreamOrDevice s) { return where(c, x, y, s); }, 0, "where");
   array c2 = transpose(greater(random_array({5, 9}), array(0.f))), y2 = random_array({9, 1});
   expect_same([&](StreamOrDevice s) { return where(c2, array(1.f), y2, s); }, 0, "where broadcast");
+}
+
+// The op kinds of issue 9: inverse trig and hyperbolic functions, log2/10,
+// arctan2, floor division, bitwise ops and shifts (out-of-range counts too).
+TEST_F(Gpu, MathAndBitwiseOps) {
+  using U = array (*)(const array&, StreamOrDevice);
+  std::vector<std::tuple<const char*, U, double, double>> unary = {
+      {"tan", tan, -1.3, 1.3},        {"arcsin", arcsin, -0.99, 0.99}, {"arccos", arccos, -0.99, 0.99},
+      {"arctan", arctan, -4, 4},       {"sinh", sinh, -3, 3},            {"cosh", cosh, -3, 3},
+      {"arcsinh", arcsinh, -4, 4},     {"arccosh", arccosh, 1.05, 6},   {"arctanh", arctanh, -0.95, 0.95},
+      {"log2", log2, 0.05, 40},        {"log10", log10, 0.05, 40}};
+  for (Dtype t : kFloat) {
+    for (auto& [name, op, lo, hi] : unary) {
+      for (auto& [lname, x] : layouts(37, 129, t, lo, hi)) {
+        expect_same([&, op = op](StreamOrDevice s) { return op(x, s); }, tol_for(t) * 4,
+                    std::string(name) + " " + dtype_name(t) + " " + lname);
+      }
+    }
+    auto la = layouts(23, 131, t, -3, 3);
+    array b = random_array({23, 131}, t, 0.5, 3);
+    for (auto& [lname, a] : la) {
+      expect_same([&](StreamOrDevice s) { return arctan2(a, b, s); }, tol_for(t) * 4, std::string("arctan2 ") + lname);
+      expect_same([&](StreamOrDevice s) { return floor_divide(a, b, s); }, tol_for(t), std::string("floor_divide ") + lname);
+    }
+  }
+  for (Dtype t : {int8, int32, int64, uint8, uint32}) {
+    bool uns = t == uint8 || t == uint32;
+    int bits = static_cast<int>(size_of(t) * 8);
+    array n = random_array({1, 131}, t, uns ? 0 : -2, bits + 3);
+    array b = random_array({23, 131}, t, uns ? 0 : -9, 9);
+    for (auto& [lname, a] : layouts(23, 131, t, uns ? 0 : -100, 100)) {
+      std::string what = std::string(dtype_name(t)) + " " + lname;
+      expect_same([&](StreamOrDevice s) { return bitwise_and(a, b, s); }, 0, "and " + what);
+      expect_same([&](StreamOrDevice s) { return bitwise_or(a, b, s); }, 0, "or " + what);
+      expect_same([&](StreamOrDevice s) { return bitwise_xor(a, b, s); }, 0, "xor " + what);
+      expect_same([&](StreamOrDevice s) { return bitwise_invert(a, s); }, 0, "invert " + what);
+      expect_same([&](StreamOrDevice s) { return left_shift(a, n, s); }, 0, "left_shift " + what);
+      expect_same([&](StreamOrDevice s) { return right_shift(a, n, s); }, 0, "right_shift " + what);
+      expect_same([&](StreamOrDevice s) { return floor_divide(a, b, s); }, 0, "floor_divide " + what);
+    }
+  }
+  array p = random_array({7, 9}, bool_), q = random_array({7, 9}, bool_);
+  expect_same([&](StreamOrDevice s) { return bitwise_xor(p, q, s); }, 0, "xor bool");
+  expect_same([&](StreamOrDevice s) { return bitwise_and(p, q, s); }, 0, "and bool");
+  expect_same([&](StreamOrDevice s) { return bitwise_or(p, q, s); }, 0, "or bool");
 }
 
 // Two-dim binary paths: broadcast rows and per-row values with 16-byte

@@ -97,6 +97,7 @@ std::string unary_expr(UnaryOp op, Dtype t, const std::string& x) {
     case UnaryOp::ceil: return fp ? "std::ceil(" + x + ")" : x;
     case UnaryOp::round: return fp ? "std::nearbyint(" + x + ")" : x;
     case UnaryOp::logical_not: return "C(!" + x + ")";
+    case UnaryOp::bitwise_invert: return fp || t == bool_ ? "" : "C(~" + x + ")";
     default: break;
   }
   if (!fp) return "";
@@ -115,6 +116,17 @@ std::string unary_expr(UnaryOp op, Dtype t, const std::string& x) {
     case UnaryOp::sin: return "std::sin(" + x + ")";
     case UnaryOp::cos: return "std::cos(" + x + ")";
     case UnaryOp::erf: return "std::erf(" + x + ")";
+    case UnaryOp::tan: return "std::tan(" + x + ")";
+    case UnaryOp::arcsin: return "std::asin(" + x + ")";
+    case UnaryOp::arccos: return "std::acos(" + x + ")";
+    case UnaryOp::arctan: return "std::atan(" + x + ")";
+    case UnaryOp::sinh: return "std::sinh(" + x + ")";
+    case UnaryOp::cosh: return "std::cosh(" + x + ")";
+    case UnaryOp::arcsinh: return "std::asinh(" + x + ")";
+    case UnaryOp::arccosh: return "std::acosh(" + x + ")";
+    case UnaryOp::arctanh: return "std::atanh(" + x + ")";
+    case UnaryOp::log2: return "std::log2(" + x + ")";
+    case UnaryOp::log10: return "std::log10(" + x + ")";
     default: return "";
   }
 }
@@ -132,6 +144,13 @@ std::string binary_expr(BinaryOp op, Dtype t, const std::string& x, const std::s
     case BinaryOp::maximum: return "((" + x + " > " + y + " || " + x + " != " + x + ") ? " + x + " : " + y + ")";
     case BinaryOp::minimum: return "((" + x + " < " + y + " || " + x + " != " + x + ") ? " + x + " : " + y + ")";
     case BinaryOp::remainder: return t == bool_ ? "" : "kiln_remainder(" + x + ", " + y + ")";
+    case BinaryOp::arctan2: return fp ? "std::atan2(" + x + ", " + y + ")" : "";
+    case BinaryOp::floor_divide: return t == bool_ ? "" : "kiln_floor_divide(" + x + ", " + y + ")";
+    case BinaryOp::bitwise_and: return fp ? "" : "C(" + x + " & " + y + ")";
+    case BinaryOp::bitwise_or: return fp ? "" : "C(" + x + " | " + y + ")";
+    case BinaryOp::bitwise_xor: return fp ? "" : "C(" + x + " ^ " + y + ")";
+    case BinaryOp::left_shift: return fp || t == bool_ ? "" : "kiln_left_shift(" + x + ", " + y + ")";
+    case BinaryOp::right_shift: return fp || t == bool_ ? "" : "kiln_right_shift(" + x + ", " + y + ")";
     case BinaryOp::equal: return "(" + x + " == " + y + ")";
     case BinaryOp::not_equal: return "(" + x + " != " + y + ")";
     case BinaryOp::less: return "(" + x + " < " + y + ")";
@@ -159,9 +178,54 @@ std::string cast_expr(Dtype from, Dtype to, const std::string& x) {
   return "static_cast<" + std::string(compute_type(to)) + ">(" + x + ")";
 }
 
-// Integer power, Python's remainder and the saturating float -> integer
-// cast, as op_functors.h and cast.h define them (the tests compare).
+// Integer power, Python's remainder, floor division, shifts and the
+// saturating float -> integer cast, as op_functors.h and cast.h define them
+// (the tests compare).
 constexpr const char* kHelpers = R"(
+template <typename C>
+C kiln_floor_divide(C x, C y) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (y == C(0)) return x / y;
+    C mod = std::fmod(x, y);
+    C div = (x - mod) / y;
+    if (mod != C(0) && ((y < C(0)) != (mod < C(0)))) div -= C(1);
+    if (div == C(0)) return std::copysign(C(0), x / y);
+    C fl = std::floor(div);
+    return div - fl > C(0.5) ? fl + C(1) : fl;
+  } else if constexpr (std::is_unsigned_v<C>) {
+    return y == 0 ? C(0) : static_cast<C>(x / y);
+  } else {
+    using U = std::make_unsigned_t<C>;
+    if (y == 0) return C(0);
+    if (y == C(-1)) return static_cast<C>(U(0) - static_cast<U>(x));
+    C q = static_cast<C>(x / y);
+    if (static_cast<C>(x % y) != 0 && ((x < 0) != (y < 0))) --q;
+    return q;
+  }
+}
+
+template <typename C>
+C kiln_left_shift(C x, C n) {
+  constexpr int bits = static_cast<int>(sizeof(C) * 8);
+  bool in_range = n < C(bits);
+  if constexpr (std::is_signed_v<C>) in_range = in_range && n >= 0;
+  if (!in_range) return C(0);
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(x) << n));
+}
+
+template <typename C>
+C kiln_right_shift(C x, C n) {
+  constexpr int bits = static_cast<int>(sizeof(C) * 8);
+  bool in_range = n < C(bits);
+  if constexpr (std::is_signed_v<C>) {
+    in_range = in_range && n >= 0;
+    if (!in_range) return x < 0 ? C(-1) : C(0);
+  }
+  if (!in_range) return C(0);
+  return static_cast<C>(x >> n);
+}
+
 template <typename C>
 C kiln_int_power(C base, C exp) {
   if constexpr (std::is_signed_v<C>) {

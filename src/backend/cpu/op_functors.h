@@ -106,6 +106,54 @@ C python_remainder(C a, C b) {
   }
 }
 
+// numpy's floor division: integers round toward -inf (x // 0 is 0, and
+// MIN // -1 wraps); floats follow npy_divmod, which is exact where
+// floor(x / y) is not (1 // 0.1 is 9, as 1 - 9 * 0.1 leaves the remainder).
+template <typename C>
+C floor_divide_impl(C x, C y) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (y == C(0)) return x / y;
+    C mod = std::fmod(x, y);
+    C div = (x - mod) / y;
+    if (mod != C(0) && ((y < C(0)) != (mod < C(0)))) div -= C(1);
+    if (div == C(0)) return std::copysign(C(0), x / y);
+    C fl = std::floor(div);
+    return div - fl > C(0.5) ? fl + C(1) : fl;
+  } else if constexpr (std::is_unsigned_v<C>) {
+    return y == 0 ? C(0) : static_cast<C>(x / y);
+  } else {
+    using U = std::make_unsigned_t<C>;
+    if (y == 0) return C(0);
+    if (y == C(-1)) return static_cast<C>(U(0) - static_cast<U>(x));
+    C q = static_cast<C>(x / y);
+    if (static_cast<C>(x % y) != 0 && ((x < 0) != (y < 0))) --q;
+    return q;
+  }
+}
+
+// numpy's shifts: a count outside [0, bits) shifts every bit out (0, or -1
+// for a negative value shifted right); left shifts wrap like unsigned.
+template <typename C>
+C left_shift_impl(C x, C n) {
+  constexpr int bits = static_cast<int>(sizeof(C) * 8);
+  bool in_range = n < C(bits);
+  if constexpr (std::is_signed_v<C>) in_range = in_range && n >= 0;
+  if (!in_range) return C(0);
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(static_cast<U>(x) << n));
+}
+template <typename C>
+C right_shift_impl(C x, C n) {
+  constexpr int bits = static_cast<int>(sizeof(C) * 8);
+  bool in_range = n < C(bits);
+  if constexpr (std::is_signed_v<C>) {
+    in_range = in_range && n >= 0;
+    if (!in_range) return x < 0 ? C(-1) : C(0);
+  }
+  if (!in_range) return C(0);
+  return static_cast<C>(x >> n);
+}
+
 // Integer add/sub/mul through unsigned types: wraps like the hardware
 // instead of being undefined behaviour on overflow.
 template <typename C, typename F>
@@ -151,6 +199,12 @@ bool with_unary_op(UnaryOp op, Go&& go) {
       return true;
     case UnaryOp::round: go([](C x) { return round_half_even(x); }); return true;
     case UnaryOp::logical_not: go([](C x) { return !x; }); return true;
+    case UnaryOp::bitwise_invert:
+      if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
+        go([](C x) { return static_cast<C>(~x); });
+        return true;
+      }
+      return false;
     default: break;
   }
   if constexpr (fp) {
@@ -191,6 +245,17 @@ bool with_unary_op(UnaryOp op, Go&& go) {
       case UnaryOp::cos: go([](C x) { return std::cos(x); }); return true;
       case UnaryOp::erf: go([](C x) { return std::erf(x); }); return true;
       case UnaryOp::erfinv: go([](C x) { return erfinv_impl(x); }); return true;
+      case UnaryOp::tan: go([](C x) { return std::tan(x); }); return true;
+      case UnaryOp::arcsin: go([](C x) { return std::asin(x); }); return true;
+      case UnaryOp::arccos: go([](C x) { return std::acos(x); }); return true;
+      case UnaryOp::arctan: go([](C x) { return std::atan(x); }); return true;
+      case UnaryOp::sinh: go([](C x) { return std::sinh(x); }); return true;
+      case UnaryOp::cosh: go([](C x) { return std::cosh(x); }); return true;
+      case UnaryOp::arcsinh: go([](C x) { return std::asinh(x); }); return true;
+      case UnaryOp::arccosh: go([](C x) { return std::acosh(x); }); return true;
+      case UnaryOp::arctanh: go([](C x) { return std::atanh(x); }); return true;
+      case UnaryOp::log2: go([](C x) { return std::log2(x); }); return true;
+      case UnaryOp::log10: go([](C x) { return std::log10(x); }); return true;
       default: break;
     }
   }
@@ -230,6 +295,48 @@ bool with_binary_op(BinaryOp op, Same&& same, ToBool&& to_bool) {
     case BinaryOp::remainder:
       if constexpr (!std::is_same_v<C, bool>) {
         same([](C x, C y) { return python_remainder(x, y); });
+        return true;
+      }
+      break;
+    case BinaryOp::arctan2:
+      if constexpr (fp) {
+        same([](C x, C y) { return std::atan2(x, y); });
+        return true;
+      }
+      break;
+    case BinaryOp::floor_divide:
+      if constexpr (!std::is_same_v<C, bool>) {
+        same([](C x, C y) { return floor_divide_impl(x, y); });
+        return true;
+      }
+      break;
+    case BinaryOp::bitwise_and:
+      if constexpr (!fp) {
+        same([](C x, C y) { return static_cast<C>(x & y); });
+        return true;
+      }
+      break;
+    case BinaryOp::bitwise_or:
+      if constexpr (!fp) {
+        same([](C x, C y) { return static_cast<C>(x | y); });
+        return true;
+      }
+      break;
+    case BinaryOp::bitwise_xor:
+      if constexpr (!fp) {
+        same([](C x, C y) { return static_cast<C>(x ^ y); });
+        return true;
+      }
+      break;
+    case BinaryOp::left_shift:
+      if constexpr (!fp && !std::is_same_v<C, bool>) {
+        same([](C x, C y) { return left_shift_impl(x, y); });
+        return true;
+      }
+      break;
+    case BinaryOp::right_shift:
+      if constexpr (!fp && !std::is_same_v<C, bool>) {
+        same([](C x, C y) { return right_shift_impl(x, y); });
         return true;
       }
       break;

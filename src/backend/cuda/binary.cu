@@ -63,6 +63,42 @@ __device__ __forceinline__ C remainder(C a, C b) {
   }
 }
 
+// numpy's floor division and shifts, as op_functors.h defines them.
+template <typename C>
+__device__ __forceinline__ C floor_divide(C x, C y) {
+  if constexpr (std::is_floating_point_v<C>) {
+    if (y == C(0)) return x / y;
+    C mod = fmod(x, y);
+    C div = (x - mod) / y;
+    if (mod != C(0) && ((y < C(0)) != (mod < C(0)))) div -= C(1);
+    if (div == C(0)) return copysign(C(0), x / y);
+    C fl = floor(div);
+    return div - fl > C(0.5) ? fl + C(1) : fl;
+  } else if constexpr (std::is_unsigned_v<C>) {
+    return y == 0 ? C(0) : static_cast<C>(x / y);
+  } else {
+    using U = std::make_unsigned_t<C>;
+    if (y == 0) return C(0);
+    if (y == C(-1)) return static_cast<C>(U(0) - static_cast<U>(x));
+    C q = static_cast<C>(x / y);
+    if (static_cast<C>(x % y) != 0 && ((x < 0) != (y < 0))) --q;
+    return q;
+  }
+}
+
+template <typename C>
+__device__ __forceinline__ C shift(BinaryOp op, C x, C n) {
+  constexpr int bits = static_cast<int>(sizeof(C) * 8);
+  bool in_range = n < C(bits);
+  if constexpr (std::is_signed_v<C>) in_range = in_range && n >= 0;
+  using U = std::make_unsigned_t<C>;
+  if (op == BinaryOp::left_shift) return in_range ? static_cast<C>(static_cast<U>(static_cast<U>(x) << n)) : C(0);
+  if constexpr (std::is_signed_v<C>) {
+    if (!in_range) return x < 0 ? C(-1) : C(0);
+  }
+  return in_range ? static_cast<C>(x >> n) : C(0);
+}
+
 // Ops whose result has the input type.
 template <typename C>
 __device__ __forceinline__ C same_op(BinaryOp op, C x, C y) {
@@ -70,7 +106,9 @@ __device__ __forceinline__ C same_op(BinaryOp op, C x, C y) {
     switch (op) {
       case BinaryOp::add: case BinaryOp::maximum: return x || y;
       case BinaryOp::multiply: case BinaryOp::minimum: return x && y;
-      case BinaryOp::subtract: return x != y;
+      case BinaryOp::subtract: case BinaryOp::bitwise_xor: return x != y;
+      case BinaryOp::bitwise_and: return x && y;
+      case BinaryOp::bitwise_or: return x || y;
       default: return x;
     }
   } else {
@@ -90,6 +128,19 @@ __device__ __forceinline__ C same_op(BinaryOp op, C x, C y) {
       case BinaryOp::maximum: return (x > y || x != x) ? x : y;
       case BinaryOp::minimum: return (x < y || x != x) ? x : y;
       case BinaryOp::remainder: return remainder(x, y);
+      case BinaryOp::floor_divide: return floor_divide(x, y);
+      case BinaryOp::arctan2:
+        if constexpr (std::is_same_v<C, float>) return atan2f(x, y);
+        else if constexpr (std::is_floating_point_v<C>) return atan2(x, y);
+        else return x;  // the op layer computes arctan2 in a floating type
+      case BinaryOp::bitwise_and:
+        if constexpr (std::is_integral_v<C>) return static_cast<C>(x & y); else return x;
+      case BinaryOp::bitwise_or:
+        if constexpr (std::is_integral_v<C>) return static_cast<C>(x | y); else return x;
+      case BinaryOp::bitwise_xor:
+        if constexpr (std::is_integral_v<C>) return static_cast<C>(x ^ y); else return x;
+      case BinaryOp::left_shift: case BinaryOp::right_shift:
+        if constexpr (std::is_integral_v<C>) return shift(op, x, y); else return x;
       default: return x;
     }
   }

@@ -36,6 +36,17 @@ __device__ __forceinline__ C unary_float(UnaryOp op, C x) {
     case UnaryOp::silu: return x / (C(1) + (f ? expf(-x) : exp(-x)));
     case UnaryOp::erf: return f ? erff(x) : erf(x);
     case UnaryOp::erfinv: return f ? erfinvf(x) : erfinv(x);
+    case UnaryOp::tan: return f ? tanf(x) : tan(x);
+    case UnaryOp::arcsin: return f ? asinf(x) : asin(x);
+    case UnaryOp::arccos: return f ? acosf(x) : acos(x);
+    case UnaryOp::arctan: return f ? atanf(x) : atan(x);
+    case UnaryOp::sinh: return f ? sinhf(x) : sinh(x);
+    case UnaryOp::cosh: return f ? coshf(x) : cosh(x);
+    case UnaryOp::arcsinh: return f ? asinhf(x) : asinh(x);
+    case UnaryOp::arccosh: return f ? acoshf(x) : acosh(x);
+    case UnaryOp::arctanh: return f ? atanhf(x) : atanh(x);
+    case UnaryOp::log2: return f ? log2f(x) : log2(x);
+    case UnaryOp::log10: return f ? log10f(x) : log10(x);
     case UnaryOp::gelu: return C(0.5) * x * (f ? erfcf(-x * C(0.7071067811865476)) : erfc(-x * C(0.7071067811865476)));
     case UnaryOp::gelu_approx: return gelu_approx_fast(x);
     case UnaryOp::floor: return f ? floorf(x) : floor(x);
@@ -71,6 +82,7 @@ __device__ __forceinline__ C unary_int(UnaryOp op, C x) {
       case UnaryOp::square: return static_cast<C>(static_cast<U>(x) * static_cast<U>(x));
       case UnaryOp::relu: return x > C(0) ? x : C(0);
       case UnaryOp::logical_not: return static_cast<C>(!x);
+      case UnaryOp::bitwise_invert: return static_cast<C>(~x);
       default: return x;
     }
   }
