@@ -4,6 +4,11 @@ BUILD ?= build
 BUILD_ASAN ?= build-asan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# A compiler cache, where one is installed, makes rebuilds of unchanged files free.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+ifneq ($(CCACHE),)
+CMAKE_FLAGS += -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CUDA_COMPILER_LAUNCHER=$(CCACHE)
+endif
 APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
 
 .PHONY: all build deps test sanitize bench info install clean
