@@ -17,6 +17,14 @@ using Strides = std::vector<int64_t>;
 struct ArrayDesc;  // defined in src/core/array_desc.h
 class Primitive;
 
+namespace detail {
+// Selects array's internal descriptor constructor, so that braces (`array a({})`)
+// can never reach it.
+struct DescTag {
+  explicit DescTag() = default;
+};
+}  // namespace detail
+
 class array {
  public:
   // A 0-d array holding one value (converted to dtype).
@@ -26,6 +34,9 @@ class array {
   array(T value, Dtype dtype = dtype_of<T>)  // NOLINT(implicit)
       : array(static_cast<const void*>(&value), dtype_of<T>, Shape{}, dtype) {}
 
+  // A 1-d float32 array; `array({})` is an empty float32 array of shape (0),
+  // as in MLX.
+  array(std::initializer_list<float> values);  // NOLINT(implicit)
   // A 1-d array from a list of values.
   template <typename T, typename = decltype(DtypeOf<T>::value)>
   array(std::initializer_list<T> values, Dtype dtype = dtype_of<T>)
@@ -44,7 +55,10 @@ class array {
   array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
         std::vector<array> inputs);
   // Internal: wraps a descriptor.
-  explicit array(std::shared_ptr<ArrayDesc> desc) : desc_(std::move(desc)) {}
+  array(std::shared_ptr<ArrayDesc> desc, detail::DescTag) : desc_(std::move(desc)) {}
+
+  // A moved-from array is an empty handle: every method except assignment
+  // and destruction throws kiln::Error.
 
   const Shape& shape() const;
   int shape(int dim) const;  // negative dims count from the end
@@ -83,8 +97,12 @@ class array {
   uintptr_t id() const { return reinterpret_cast<uintptr_t>(desc_.get()); }
 
   const std::shared_ptr<ArrayDesc>& desc() const { return desc_; }
-  const std::vector<array>& inputs() const;
-  const std::shared_ptr<Primitive>& primitive() const;
+  // Differences from MLX: inputs() and primitive() return copies, not
+  // references, taken under the node's lock. A stream worker detaches a node
+  // (drops its inputs and primitive) as soon as it is computed, possibly
+  // while another thread inspects it; a reference would dangle.
+  std::vector<array> inputs() const;
+  std::shared_ptr<Primitive> primitive() const;
 
  private:
   array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype);
@@ -94,6 +112,7 @@ class array {
     return v.data();
   }
   static void check_data_size(size_t n, const Shape& shape);
+  const ArrayDesc& checked() const;  // the descriptor; throws for an empty handle
   void item_into(void* out, Dtype dtype) const;
   const void* raw_data(Dtype expected) const;
 

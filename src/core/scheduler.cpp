@@ -3,6 +3,7 @@
 // the tape is handed to the stream workers in order, and each node drops its
 // inputs as soon as it is computed so intermediates are freed as the tape
 // advances.
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -19,18 +20,42 @@
 namespace kiln {
 namespace {
 
+// The queue of one stream, served by a thread that exists only while the
+// stream has work: it exits after kStreamIdleTimeout without any, and the
+// next submission starts a new one. Only one thread serves a stream at a
+// time, so its tasks keep their order.
 class StreamWorker {
  public:
-  explicit StreamWorker(Stream s) : stream_(s), thread_([this] { run(); }) { thread_.detach(); }
+  explicit StreamWorker(Stream s) : stream_(s) {}
 
   // One submission is one batch: consecutive nodes of one eval on this
   // stream. A GPU stream hands the whole batch to the backend, which may
   // record it into one CUDA graph.
+  // Back-pressure: a submitter waits while the batches queued here and not
+  // yet started exceed kMaxQueuedBatches, kMaxQueuedNodes or
+  // kMaxQueuedBytes of outputs, so async_eval in a loop cannot queue graphs
+  // without bound. A batch is admitted whenever the queue is empty, so one
+  // eval of any size runs, and two can overlap (one running, one queued).
+  // Every node waits only on nodes submitted before it, so the worker always
+  // makes progress while a submitter waits.
   void submit(std::vector<array>&& nodes) {
+    const int64_t count = static_cast<int64_t>(nodes.size());
+    size_t bytes = 0;
+    for (const auto& n : nodes) bytes += n.nbytes();
     {
-      std::lock_guard lock(mutex_);
-      pending_ += static_cast<int64_t>(nodes.size());
-      queue_.push_back(std::move(nodes));
+      std::unique_lock lock(mutex_);
+      space_cv_.wait(lock, [&] {
+        return queue_.empty() || (static_cast<int>(queue_.size()) < kMaxQueuedBatches &&
+                                  queued_nodes_ + count <= kMaxQueuedNodes && queued_bytes_ + bytes <= kMaxQueuedBytes);
+      });
+      pending_ += count;
+      queued_nodes_ += count;
+      queued_bytes_ += bytes;
+      queue_.push_back({std::move(nodes), bytes});
+      if (!running_) {
+        running_ = true;
+        std::thread([this] { run(); }).detach();
+      }
     }
     cv_.notify_one();
   }
@@ -41,29 +66,40 @@ class StreamWorker {
   }
 
  private:
+  struct Batch {
+    std::vector<array> nodes;
+    size_t bytes;
+  };
+
   void run() {
     for (;;) {
-      std::vector<array> batch;
+      Batch batch;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [this] { return !queue_.empty(); });
+        if (!cv_.wait_for(lock, kStreamIdleTimeout, [this] { return !queue_.empty(); })) {
+          running_ = false;  // the thread ends; the next submit starts another
+          return;
+        }
         batch = std::move(queue_.front());
         queue_.pop_front();
+        queued_nodes_ -= static_cast<int64_t>(batch.nodes.size());
+        queued_bytes_ -= batch.bytes;
       }
-      const int64_t count = static_cast<int64_t>(batch.size());
+      space_cv_.notify_all();
+      const int64_t count = static_cast<int64_t>(batch.nodes.size());
       if (stream_.device.type == Device::gpu) {
-        gpu_evaluate_batch(batch, stream_);
+        gpu_evaluate_batch(batch.nodes, stream_);
       } else {
-        for (auto& node : batch) {
+        for (auto& node : batch.nodes) {
           evaluate_node(node, stream_);
           // Drop each handle as soon as it is computed, so that the batch
           // does not keep every node of a long chain alive.
-          node = array(std::shared_ptr<ArrayDesc>());
+          detail::release(node);
         }
       }
       // Drop the handles before counting the tasks done so that their
       // memory is released by the time synchronize returns.
-      batch.clear();
+      batch.nodes.clear();
       std::lock_guard lock(mutex_);
       pending_ -= count;
       if (pending_ == 0) idle_cv_.notify_all();
@@ -72,10 +108,12 @@ class StreamWorker {
 
   Stream stream_;
   std::mutex mutex_;
-  std::condition_variable cv_, idle_cv_;
-  std::deque<std::vector<array>> queue_;
-  int64_t pending_ = 0;
-  std::thread thread_;
+  std::condition_variable cv_, idle_cv_, space_cv_;
+  std::deque<Batch> queue_;
+  int64_t pending_ = 0;       // submitted and not finished
+  int64_t queued_nodes_ = 0;  // in queue_ (not started)
+  size_t queued_bytes_ = 0;   // outputs of the nodes in queue_
+  bool running_ = false;      // a thread serves the queue
 };
 
 class Scheduler {
@@ -120,7 +158,8 @@ class Scheduler {
   // Serializes graph walks so that a node is scheduled exactly once.
   std::mutex& schedule_mutex() { return schedule_mutex_; }
 
-  Device default_device_{Device::cpu};
+  // Read by every op (to_stream) and written by set_default_device from any thread.
+  std::atomic<Device> default_device_{Device::cpu};
 
  private:
   std::mutex mutex_;
@@ -178,6 +217,14 @@ void schedule(const std::vector<array>& outputs) {
   }
 }
 
+void check_handles(const std::vector<array>& outputs, const char* op) {
+  for (const auto& out : outputs) {
+    if (!out.desc()) {
+      throw Error(std::string("[") + op + "] an array handle is empty (it was moved from); assign it an array first");
+    }
+  }
+}
+
 }  // namespace
 
 bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch) {
@@ -219,6 +266,7 @@ void evaluate_node(array& node, const Stream& stream) {
 }
 
 void eval(std::vector<array> outputs) {
+  check_handles(outputs, "eval");
   schedule(outputs);
   for (const auto& out : outputs) {
     out.desc()->wait();
@@ -230,18 +278,21 @@ void eval(std::vector<array> outputs) {
   }
 }
 
-void async_eval(std::vector<array> outputs) { schedule(outputs); }
+void async_eval(std::vector<array> outputs) {
+  check_handles(outputs, "async_eval");
+  schedule(outputs);
+}
 
 bool is_available(const Device& d) {
   if (d.type == Device::cpu) return d.index == 0;
   return gpu_available() && d.index >= 0 && d.index < gpu_count();
 }
-Device default_device() { return Scheduler::instance().default_device_; }
+Device default_device() { return Scheduler::instance().default_device_.load(std::memory_order_relaxed); }
 void set_default_device(const Device& d) {
   if (!is_available(d)) {
     throw Error(std::string("[set_default_device] ") + device_unavailable_reason(d));
   }
-  Scheduler::instance().default_device_ = d;
+  Scheduler::instance().default_device_.store(d, std::memory_order_relaxed);
 }
 Stream default_stream(Device d) {
   if (!is_available(d)) throw Error(std::string("[default_stream] ") + device_unavailable_reason(d));

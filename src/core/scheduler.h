@@ -1,4 +1,7 @@
 #pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -6,6 +9,16 @@
 #include "kiln/array.h"
 
 namespace kiln {
+// Back-pressure on a stream's queue (see StreamWorker::submit in
+// scheduler.cpp): at most this many submissions, nodes and output bytes wait
+// there before a submitter blocks.
+constexpr int kMaxQueuedBatches = 64;
+constexpr int64_t kMaxQueuedNodes = int64_t{1} << 16;
+constexpr size_t kMaxQueuedBytes = size_t{1} << 30;
+// A stream's worker thread exits after this long without work (a program
+// that creates many streams does not keep a thread for each).
+constexpr std::chrono::milliseconds kStreamIdleTimeout{1000};
+
 // Runs one node's primitive on its stream's backend, after waiting for its
 // inputs; records failures in the node instead of throwing.
 void evaluate_node(array& node, const Stream& stream);
