@@ -169,6 +169,22 @@ class Scheduler {
   std::map<std::pair<int, int>, int> default_slots_;  // (device type, index) -> stream
 };
 
+// A node this eval must compute: never scheduled, or failed before. A failed
+// node keeps its primitive and inputs, so it is run again (its cause, such
+// as the memory limit, may be gone); it is reset under its lock, as threads
+// that saw it fail may still be reading its error (see node_outcome).
+bool needs_run(const array& a) {
+  ArrayDesc& d = *a.desc();
+  Status s = d.get_status();
+  if (s == Status::failed) {
+    NodeLock lock(d);
+    d.error.clear();
+    d.status.store(static_cast<int>(Status::unscheduled), std::memory_order_relaxed);
+    return true;
+  }
+  return s == Status::unscheduled;
+}
+
 // Post-order of the unscheduled part of the graph, without recursion.
 std::vector<array> build_tape(const std::vector<array>& outputs) {
   std::vector<array> tape;
@@ -179,14 +195,16 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   };
   std::vector<Frame> stack;
   for (const auto& out : outputs) {
-    if (out.desc()->get_status() != Status::unscheduled || !seen.insert(out.desc().get()).second) continue;
+    if (seen.count(out.desc().get()) || !needs_run(out)) continue;
+    seen.insert(out.desc().get());
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& inputs = f.node.desc()->inputs;
       if (f.next_input < inputs.size()) {
         const array& in = inputs[f.next_input++];
-        if (in.desc()->get_status() == Status::unscheduled && seen.insert(in.desc().get()).second) {
+        if (!seen.count(in.desc().get()) && needs_run(in)) {
+          seen.insert(in.desc().get());
           stack.push_back({in, 0});
         }
         continue;
@@ -205,10 +223,10 @@ void schedule(const std::vector<array>& outputs) {
   // Hand the tape over in runs of consecutive nodes of one stream.
   size_t i = 0;
   while (i < tape.size()) {
-    Stream s = tape[i].primitive()->stream();
+    Stream s = tape[i].desc()->primitive->stream();
     StreamWorker& worker = sched.worker(s);  // may throw: before any node is marked
     std::vector<array> run;
-    while (i < tape.size() && tape[i].primitive()->stream() == s) {
+    while (i < tape.size() && tape[i].desc()->primitive->stream() == s) {
       tape[i].desc()->set_status(Status::scheduled);
       run.push_back(std::move(tape[i]));
       ++i;
@@ -227,22 +245,46 @@ void check_handles(const std::vector<array>& outputs, const char* op) {
 
 }  // namespace
 
+// Waits until a node is computed; returns "" when it is available, else its
+// error. Another thread's eval may re-run a failed node meanwhile: then this
+// waits for that run.
+std::string node_outcome(const ArrayDesc& d) {
+  for (;;) {
+    d.wait();
+    NodeLock lock(d);
+    Status s = d.get_status();
+    if (s == Status::available) return {};
+    if (s == Status::failed) return d.error;
+  }
+}
+
 bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch) {
   for (const auto& in : d.inputs) {
     if (same_batch && same_batch->count(in.desc().get())) continue;
-    in.desc()->wait();
-    if (in.desc()->get_status() == Status::failed && d.error.empty()) d.error = in.desc()->error;
+    std::string error = node_outcome(*in.desc());
+    if (!error.empty() && d.error.empty()) d.error = std::move(error);
   }
   return d.error.empty();
 }
 
 void finish_node(array& node) {
   ArrayDesc& d = *node.desc();
-  bool failed = !d.error.empty();
-  if (failed) d.buffer.reset();
-  d.inputs.clear();
-  d.primitive.reset();
-  d.set_status(failed ? Status::failed : Status::available);
+  if (!d.error.empty()) {
+    // Keeps primitive and inputs: a later eval runs the node again.
+    d.buffer.reset();
+    d.set_status(Status::failed);
+    return;
+  }
+  {
+    // Detached under the node's lock (other threads may be inspecting the
+    // node); the inputs and primitive are released after it.
+    std::vector<array> inputs;
+    std::shared_ptr<Primitive> primitive;
+    NodeLock lock(d);
+    inputs.swap(d.inputs);
+    primitive.swap(d.primitive);
+  }
+  d.set_status(Status::available);
 }
 
 void evaluate_node(array& node, const Stream& stream) {
@@ -269,10 +311,8 @@ void eval(std::vector<array> outputs) {
   check_handles(outputs, "eval");
   schedule(outputs);
   for (const auto& out : outputs) {
-    out.desc()->wait();
-    if (out.desc()->get_status() == Status::failed) {
-      throw Error(out.desc()->error);
-    }
+    std::string error = node_outcome(*out.desc());
+    if (!error.empty()) throw Error(error);
     // A GPU result is computed asynchronously: wait for its kernels too.
     gpu_wait_ready(out);
   }
