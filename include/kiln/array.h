@@ -119,8 +119,13 @@ class array {
   std::shared_ptr<ArrayDesc> desc_;
 };
 
-// Evaluation of lazy graphs.
+// Evaluation of lazy graphs. A failed evaluation throws kiln::Error and
+// leaves the failed arrays re-runnable: evaluating them again retries (for
+// example after raising the memory limit).
 void eval(std::vector<array> outputs);
+// Returns once the graph is queued on its streams; it blocks while a stream
+// already has many submissions queued and not started (back-pressure, so a
+// loop of async_eval without waits cannot queue graphs without bound).
 void async_eval(std::vector<array> outputs);
 template <typename... Arrays, typename = std::enable_if_t<(std::is_same_v<std::decay_t<Arrays>, array> && ...)>>
 void eval(Arrays&&... outputs) {
