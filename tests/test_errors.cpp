@@ -72,6 +72,7 @@ TEST(Errors, MessagesNameTheOpTheUserCalled) {
   EXPECT_TRUE(throws_error([] { random::normal({-2}); }, {"[random.normal]", "(-2)"}));
   EXPECT_TRUE(throws_error([] { random::normal({2}, float32, 0, 1, array({1, 2, 3}, uint32)); },
                            {"[random.normal]", "key"}));
+  EXPECT_TRUE(throws_error([] { random::split(array({1.0f, 2.0f})); }, {"[random.split]", "key", "(2) float32"}));
   EXPECT_TRUE(throws_error([] { random::bernoulli(array(0.5f), Shape{-2}); }, {"[random.bernoulli]", "(-2)"}));
   EXPECT_TRUE(throws_error([] { random::bernoulli(array({0.5f, 0.2f}), Shape{3}); }, {"[random.bernoulli]", "(3)"}));
 }

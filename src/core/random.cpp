@@ -76,7 +76,7 @@ array bits(const Shape& shape, const std::optional<array>& key, StreamOrDevice s
 
 array split(const array& key, int num, StreamOrDevice s) {
   if (num < 1) throw Error("[random.split] number of keys must be positive, got " + std::to_string(num));
-  return bits({num, 2}, key, s);
+  return bits({num, 2}, resolve_key(key, "random.split"), s);
 }
 
 namespace {
