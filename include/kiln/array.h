@@ -56,6 +56,10 @@ class array {
         std::vector<array> inputs);
   // Internal: wraps a descriptor.
   array(std::shared_ptr<ArrayDesc> desc, detail::DescTag) : desc_(std::move(desc)) {}
+  // Internal: the outputs of one node of a multi-output primitive.
+  static std::vector<array> make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
+                                        const std::shared_ptr<Primitive>& primitive,
+                                        const std::vector<array>& inputs);
 
   // A moved-from array is an empty handle: every method except assignment
   // and destruction throws kiln::Error.
@@ -103,6 +107,12 @@ class array {
   // while another thread inspects it; a reference would dangle.
   std::vector<array> inputs() const;
   std::shared_ptr<Primitive> primitive() const;
+  // The other outputs of this array's node (MLX: siblings()), and all of
+  // them in output order with this one included (MLX: outputs()). An output
+  // nobody holds any more is absent from siblings() and comes back from
+  // outputs() as a fresh array of the same node.
+  std::vector<array> siblings() const;
+  std::vector<array> outputs() const;
 
  private:
   array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype);

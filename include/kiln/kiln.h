@@ -8,4 +8,5 @@
 #include "kiln/memory.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "kiln/transforms.h"
 #include "kiln/version.h"

@@ -158,6 +158,12 @@ array slice_update(const array& src, const array& update, Shape start, Shape sto
 array take(const array& a, const array& indices, int axis, StreamOrDevice s = {});
 array take(const array& a, const array& indices, StreamOrDevice s = {});  // flattened a
 array take_along_axis(const array& a, const array& indices, int axis, StreamOrDevice s = {});
+// A copy of a with values (broadcast to indices' shape) written at, or
+// added to, the positions indices name along axis (indices: a's rank,
+// broadcast against a except on axis; negative indices count from the end).
+// put_along_axis with repeated indices keeps one of the values written.
+array put_along_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
+array scatter_add_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
 array concatenate(const std::vector<array>& arrays, int axis, StreamOrDevice s = {});
 array concatenate(const std::vector<array>& arrays, StreamOrDevice s = {});  // flattened
 array stack(const std::vector<array>& arrays, int axis, StreamOrDevice s = {});
@@ -173,6 +179,10 @@ array repeat(const array& a, int repeats, StreamOrDevice s = {});  // flattened
 array tile(const array& a, std::vector<int> reps, StreamOrDevice s = {});
 array flip(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array flip(const array& a, StreamOrDevice s = {});  // every axis
+
+// The identity, with a zero derivative: transformations do not look
+// through it.
+array stop_gradient(const array& a, StreamOrDevice s = {});
 
 // ---- linear algebra ----
 // Batched matmul with numpy semantics: 1-d operands are promoted and the

@@ -110,6 +110,56 @@ int array::ndim() const { return static_cast<int>(checked().shape.size()); }
 size_t array::itemsize() const { return size_of(checked().dtype); }
 size_t array::nbytes() const { return checked().size * itemsize(); }
 
+std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
+                                     const std::shared_ptr<Primitive>& primitive, const std::vector<array>& inputs) {
+  std::vector<array> outs;
+  outs.reserve(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) outs.push_back(array(shapes[i], dtypes[i], primitive, inputs));
+  if (outs.size() > 1) {
+    auto sib = std::make_shared<ArrayDesc::Siblings>();
+    for (const auto& o : outs) sib->descs.push_back(o.desc_);
+    sib->shapes = std::move(shapes);
+    sib->dtypes = dtypes;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      outs[i].desc_->siblings = sib;
+      outs[i].desc_->position = static_cast<int>(i);
+    }
+  }
+  return outs;
+}
+
+std::vector<array> array::siblings() const {
+  std::vector<array> out;
+  if (!checked().siblings) return out;
+  for (const auto& w : desc_->siblings->descs) {
+    auto d = w.lock();
+    if (d && d != desc_) out.push_back(array(std::move(d), detail::DescTag{}));
+  }
+  return out;
+}
+
+std::vector<array> array::outputs() const {
+  const auto& sib = checked().siblings;
+  if (!sib) return {*this};
+  std::vector<array> out;
+  std::vector<array> rebuilt;  // the whole node again, made once if an output died
+  for (size_t i = 0; i < sib->descs.size(); ++i) {
+    if (auto d = sib->descs[i].lock()) {
+      out.push_back(array(std::move(d), detail::DescTag{}));
+      continue;
+    }
+    if (rebuilt.empty()) {
+      std::shared_ptr<Primitive> p = primitive();  // under the node lock: a worker may detach it
+      if (!p) {
+        throw Error("[outputs] an output of this evaluated multi-output node was released; rebuild the op");
+      }
+      rebuilt = make_arrays(sib->shapes, sib->dtypes, p, inputs());
+    }
+    out.push_back(rebuilt[i]);
+  }
+  return out;
+}
+
 std::vector<array> array::inputs() const {
   NodeLock lock(checked());
   return desc_->inputs;

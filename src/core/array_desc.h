@@ -32,6 +32,21 @@ struct ArrayDesc {
 
   std::shared_ptr<Primitive> primitive;
   std::vector<array> inputs;
+  // The outputs of a multi-output primitive, this one included, in output
+  // order (null for one output). Weak: siblings share their inputs but do
+  // not keep each other alive; a sibling that died before its node ran is
+  // given a scratch output.
+  struct Siblings {
+    std::vector<std::weak_ptr<ArrayDesc>> descs;
+    std::vector<Shape> shapes;
+    std::vector<Dtype> dtypes;
+  };
+  std::shared_ptr<const Siblings> siblings;
+  int position = 0;  // index among the siblings
+  // Set when the node is scheduled under a transformation (vjp, jvp,
+  // vmap, checkpoint): its primitive and inputs are kept after it runs so
+  // that the transformation can still walk the graph.
+  bool keep_graph = false;
 
   std::atomic<int> status{static_cast<int>(Status::unscheduled)};
   std::string error;

@@ -22,6 +22,7 @@
 #include "core/compiled.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
+#include "core/scheduler.h"
 #include "kiln/compile.h"
 
 namespace kiln {
@@ -441,10 +442,13 @@ struct CompiledFn {
 }  // namespace
 
 ArrayFn compile(ArrayFn fn) {
+  if (!fn) throw Error("[compile] needs a function (got an empty std::function)");
   auto state = std::make_shared<CompiledFn>();
   state->fn = std::move(fn);
   return [state](const std::vector<array>& inputs) -> std::vector<array> {
-    if (!enabled.load()) return state->fn(inputs);
+    // Under a transformation the function runs as plain ops, which the
+    // transformation's rules know (compile of a transformed function still fuses).
+    if (!enabled.load() || KeepGraphScope::active()) return state->fn(inputs);
     std::string key = signature(inputs);
     std::shared_ptr<const Trace> tr;
     {

@@ -217,7 +217,7 @@ array arange(double start, double stop, double step, Dtype dtype, StreamOrDevice
   double n = std::ceil((stop - start) / step);
   if (n > 2147483647.0) throw Error("[arange] too many elements: " + std::to_string(n));
   int count = n > 0 ? static_cast<int>(n) : 0;
-  return make_node<Arange>({count}, dtype, {}, to_stream(s), start, step);
+  return make_node<Arange>({count}, dtype, {}, to_stream(s), start, step, count);
 }
 array arange(double start, double stop, Dtype dtype, StreamOrDevice s) { return arange(start, stop, 1.0, dtype, s); }
 array arange(double stop, Dtype dtype, StreamOrDevice s) { return arange(0.0, stop, 1.0, dtype, s); }
@@ -229,7 +229,7 @@ array arange(int stop, StreamOrDevice s) { return arange(0, stop, 1, s); }
 array linspace(double start, double stop, int num, Dtype dtype, StreamOrDevice s) {
   if (num < 0) throw Error("[linspace] number of samples must be non-negative, got " + std::to_string(num));
   double step = num > 1 ? (stop - start) / (num - 1) : 0.0;
-  return make_node<Arange>({num}, dtype, {}, to_stream(s), start, step);
+  return make_node<Arange>({num}, dtype, {}, to_stream(s), start, step, num);
 }
 
 array eye(int n, int m, int k, Dtype dtype, StreamOrDevice s) {

@@ -46,7 +46,8 @@ array reshape(const array& a, Shape shape, StreamOrDevice s) {
          {&a});
   }
   if (shape == a.shape()) return a;
-  return make_node<Reshape>(std::move(shape), a.dtype(), {a}, to_stream(s));
+  Shape target = shape;
+  return make_node<Reshape>(std::move(shape), a.dtype(), {a}, to_stream(s), std::move(target));
 }
 
 array transpose(const array& a, const std::vector<int>& axes_in, StreamOrDevice s) {
@@ -146,7 +147,7 @@ array broadcast_to(const array& a, const Shape& shape, StreamOrDevice s) {
   }
   for (int d : shape) ok = ok && d >= 0;
   if (!ok) fail("broadcast_to", "cannot broadcast shape " + format_shape(a.shape()) + " to " + format_shape(shape), {&a});
-  return make_node<Broadcast>(shape, a.dtype(), {a}, to_stream(s));
+  return make_node<Broadcast>(shape, a.dtype(), {a}, to_stream(s), shape);
 }
 
 std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDevice s) {
@@ -198,7 +199,7 @@ array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevi
   if (spec.shape == a.shape() && std::all_of(spec.step.begin(), spec.step.end(), [](int x) { return x == 1; })) {
     return a;
   }
-  return make_node<Slice>(spec.shape, a.dtype(), {a}, to_stream(s), spec.start, spec.step);
+  return make_node<Slice>(spec.shape, a.dtype(), {a}, to_stream(s), spec.start, spec.step, spec.shape);
 }
 array slice(const array& a, Shape start, Shape stop, StreamOrDevice s) {
   return slice(a, std::move(start), std::move(stop), Shape(a.ndim(), 1), s);
@@ -409,6 +410,41 @@ array matmul(const array& a_in, const array& b_in, StreamOrDevice s) {
   if (a_in.ndim() != 1) final_shape.push_back(M);
   if (b_in.ndim() != 1) final_shape.push_back(N);
   return reshape(out, final_shape, st);
+}
+
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+array scatter_axis(const array& a, const array& indices, const array& values, int axis, ScatterAxis::Reduce reduce,
+                   const char* op, StreamOrDevice s) {
+  int ax = normalize_axis(axis, a.ndim(), op, a);
+  if (!is_integral(indices.dtype())) fail(op, "indices must be integers", {&a, &indices, &values});
+  if (indices.ndim() != a.ndim()) fail(op, "indices must have as many dimensions as the array", {&a, &indices, &values});
+  if (a.dtype() == bool_ && reduce == ScatterAxis::Reduce::sum) fail(op, "cannot add bool values", {&a, &indices, &values});
+  Stream st = to_stream(s);
+  // indices broadcast against a except on axis; values broadcast to indices.
+  Shape a_other = a.shape(), i_other = indices.shape();
+  a_other[ax] = 1;
+  i_other[ax] = 1;
+  Shape shape = broadcast_shapes(a_other, i_other, op, {&a, &indices, &values});
+  if (shape != a_other) fail(op, "indices cannot broadcast a beyond its shape", {&a, &indices, &values});
+  shape[ax] = indices.shape()[ax];
+  if (a.shape()[ax] == 0 && shape_size(shape) > 0) fail(op, "cannot write into an empty axis", {&a, &indices, &values});
+  broadcast_shapes(values.shape(), shape, op, {&a, &indices, &values});
+  array v = broadcast_to(values.dtype() == a.dtype() ? values : astype(values, a.dtype(), st), shape, st);
+  array i = broadcast_to(indices, shape, st);
+  return make_node<ScatterAxis>(a.shape(), a.dtype(), {a, i, v}, st, reduce, ax);
+}
+
+}  // namespace
+
+array put_along_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s) {
+  return scatter_axis(a, indices, values, axis, ScatterAxis::Reduce::none, "put_along_axis", s);
+}
+array scatter_add_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s) {
+  return scatter_axis(a, indices, values, axis, ScatterAxis::Reduce::sum, "scatter_add_axis", s);
 }
 
 }  // namespace kiln

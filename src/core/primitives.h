@@ -9,9 +9,22 @@
 namespace kiln {
 
 #define KILN_PRIMITIVE_BODY(NAME)                                            \
+  using Primitive::eval_cpu;                                                 \
+  using Primitive::eval_gpu;                                                 \
   void eval_cpu(const std::vector<array>& inputs, array& out) override;     \
   void eval_gpu(const std::vector<array>& inputs, array& out) override;     \
   const char* name() const override { return #NAME; }
+
+// The transformation rules and output shapes of a primitive (see
+// core/primitive.h); defined in src/core/rules_*.cpp.
+#define KILN_TRANSFORM_RULES                                                                          \
+  std::vector<array> vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,    \
+                         const std::vector<int>& argnums, const std::vector<array>& outputs) override; \
+  std::vector<array> jvp(const std::vector<array>& primals, const std::vector<array>& tangents,      \
+                         const std::vector<int>& argnums) override;                                  \
+  std::pair<std::vector<array>, std::vector<int>> vmap(const std::vector<array>& inputs,             \
+                                                       const std::vector<int>& axes) override;       \
+  std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
 enum class UnaryOp : uint8_t {
   abs, negative, sign, exp, expm1, log, log1p, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf,
@@ -32,6 +45,7 @@ class Unary : public Primitive {
  public:
   Unary(Stream s, UnaryOp op) : Primitive(s), op_(op) {}
   KILN_PRIMITIVE_BODY(Unary)
+  KILN_TRANSFORM_RULES
   bool is_equivalent(const Primitive& o) const override;
   UnaryOp op() const { return op_; }
 
@@ -43,6 +57,7 @@ class Binary : public Primitive {
  public:
   Binary(Stream s, BinaryOp op) : Primitive(s), op_(op) {}
   KILN_PRIMITIVE_BODY(Binary)
+  KILN_TRANSFORM_RULES
   bool is_equivalent(const Primitive& o) const override;
   BinaryOp op() const { return op_; }
 
@@ -55,6 +70,7 @@ class Select : public Primitive {
  public:
   using Primitive::Primitive;
   KILN_PRIMITIVE_BODY(Select)
+  KILN_TRANSFORM_RULES
   bool is_equivalent(const Primitive& o) const override;
 };
 
@@ -64,6 +80,7 @@ class Copy : public Primitive {
  public:
   explicit Copy(Stream s, bool view_if_contiguous = false) : Primitive(s), view_if_contiguous_(view_if_contiguous) {}
   KILN_PRIMITIVE_BODY(Copy)
+  KILN_TRANSFORM_RULES
   bool is_equivalent(const Primitive& o) const override;
   bool view_if_contiguous() const { return view_if_contiguous_; }
 
@@ -74,26 +91,35 @@ class Copy : public Primitive {
 // start + i * step for i in [0, n), computed in double, cast to the dtype.
 class Arange : public Primitive {
  public:
-  Arange(Stream s, double start, double step) : Primitive(s), start_(start), step_(step) {}
+  Arange(Stream s, double start, double step, int num) : Primitive(s), start_(start), step_(step), num_(num) {}
   KILN_PRIMITIVE_BODY(Arange)
+  KILN_TRANSFORM_RULES
   double start() const { return start_; }
   double step() const { return step_; }
 
  private:
   double start_, step_;
+  int num_;
 };
 
 // Views: the output shares the input's buffer.
 class Reshape : public Primitive {
  public:
-  using Primitive::Primitive;
+  Reshape(Stream s, Shape shape) : Primitive(s), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(Reshape)
+  KILN_TRANSFORM_RULES
+  bool is_equivalent(const Primitive& o) const override;
+  const Shape& shape() const { return shape_; }
+
+ private:
+  Shape shape_;
 };
 
 class Transpose : public Primitive {
  public:
   Transpose(Stream s, std::vector<int> axes) : Primitive(s), axes_(std::move(axes)) {}
   KILN_PRIMITIVE_BODY(Transpose)
+  KILN_TRANSFORM_RULES
   const std::vector<int>& axes() const { return axes_; }
 
  private:
@@ -102,20 +128,29 @@ class Transpose : public Primitive {
 
 class Broadcast : public Primitive {
  public:
-  using Primitive::Primitive;
+  Broadcast(Stream s, Shape shape) : Primitive(s), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(Broadcast)
+  KILN_TRANSFORM_RULES
+  bool is_equivalent(const Primitive& o) const override;
+  const Shape& shape() const { return shape_; }
+
+ private:
+  Shape shape_;
 };
 
 // Already-normalized start and step per axis (steps may be negative).
 class Slice : public Primitive {
  public:
-  Slice(Stream s, Shape start, Shape step) : Primitive(s), start_(std::move(start)), step_(std::move(step)) {}
+  Slice(Stream s, Shape start, Shape step, Shape shape)
+      : Primitive(s), start_(std::move(start)), step_(std::move(step)), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(Slice)
+  KILN_TRANSFORM_RULES
   const Shape& start() const { return start_; }
   const Shape& step() const { return step_; }
+  const Shape& shape() const { return shape_; }
 
  private:
-  Shape start_, step_;
+  Shape start_, step_, shape_;
 };
 
 // inputs: src, update (already broadcast to the slice's shape).
@@ -124,6 +159,7 @@ class SliceUpdate : public Primitive {
   SliceUpdate(Stream s, Shape start, Shape step)
       : Primitive(s), start_(std::move(start)), step_(std::move(step)) {}
   KILN_PRIMITIVE_BODY(SliceUpdate)
+  KILN_TRANSFORM_RULES
   const Shape& start() const { return start_; }
   const Shape& step() const { return step_; }
 
@@ -136,6 +172,7 @@ class Reduce : public Primitive {
  public:
   Reduce(Stream s, ReduceOp op, std::vector<int> axes) : Primitive(s), op_(op), axes_(std::move(axes)) {}
   KILN_PRIMITIVE_BODY(Reduce)
+  KILN_TRANSFORM_RULES
   ReduceOp op() const { return op_; }
   const std::vector<int>& axes() const { return axes_; }
 
@@ -149,6 +186,7 @@ class ArgReduce : public Primitive {
  public:
   ArgReduce(Stream s, bool is_max, int axis) : Primitive(s), is_max_(is_max), axis_(axis) {}
   KILN_PRIMITIVE_BODY(ArgReduce)
+  KILN_TRANSFORM_RULES
   bool is_max() const { return is_max_; }
   int axis() const { return axis_; }
 
@@ -162,6 +200,7 @@ class Softmax : public Primitive {
  public:
   using Primitive::Primitive;
   KILN_PRIMITIVE_BODY(Softmax)
+  KILN_TRANSFORM_RULES
 };
 
 // inputs: a, b with shapes [..., M, K] and [..., K, N] (batch dims already
@@ -170,6 +209,7 @@ class Matmul : public Primitive {
  public:
   using Primitive::Primitive;
   KILN_PRIMITIVE_BODY(Matmul)
+  KILN_TRANSFORM_RULES
 };
 
 // take: inputs a, indices; output a.shape[:axis] + indices.shape + a.shape[axis+1:].
@@ -177,6 +217,7 @@ class Gather : public Primitive {
  public:
   Gather(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(Gather)
+  KILN_TRANSFORM_RULES
   int axis() const { return axis_; }
 
  private:
@@ -188,6 +229,7 @@ class GatherAxis : public Primitive {
  public:
   GatherAxis(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(GatherAxis)
+  KILN_TRANSFORM_RULES
   int axis() const { return axis_; }
 
  private:
@@ -198,6 +240,7 @@ class Concatenate : public Primitive {
  public:
   Concatenate(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(Concatenate)
+  KILN_TRANSFORM_RULES
   int axis() const { return axis_; }
 
  private:
@@ -207,12 +250,47 @@ class Concatenate : public Primitive {
 // Philox-4x32-10 bits; input: a key of shape [2] (uint32).
 class RandomBits : public Primitive {
  public:
-  using Primitive::Primitive;
+  RandomBits(Stream s, Shape shape) : Primitive(s), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(RandomBits)
+  KILN_TRANSFORM_RULES
+  const Shape& shape() const { return shape_; }
+
+ private:
+  Shape shape_;
+};
+
+// put_along_axis / scatter_add_axis: inputs a, indices, values, with
+// indices and values of one shape (a's rank, any size on axis, broadcast
+// against a elsewhere); out = a with values written (or added) at
+// out[..., indices[..., j, ...], ...] along axis.
+class ScatterAxis : public Primitive {
+ public:
+  enum class Reduce : uint8_t { none, sum };
+  ScatterAxis(Stream s, Reduce reduce, int axis) : Primitive(s), reduce_(reduce), axis_(axis) {}
+  KILN_PRIMITIVE_BODY(ScatterAxis)
+  KILN_TRANSFORM_RULES
+  bool is_equivalent(const Primitive& o) const override;
+  Reduce reduce() const { return reduce_; }
+  int axis() const { return axis_; }
+
+ private:
+  Reduce reduce_;
+  int axis_;
+};
+
+// The identity, with a zero derivative (kiln::stop_gradient): a view on
+// every backend (its eval lives in core).
+class StopGradient : public Primitive {
+ public:
+  using Primitive::Primitive;
+  KILN_PRIMITIVE_BODY(StopGradient)
+  KILN_TRANSFORM_RULES
+  bool is_equivalent(const Primitive& o) const override;
 };
 
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
-  X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits)
+  X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
+  X(ScatterAxis)
 
 }  // namespace kiln

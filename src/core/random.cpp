@@ -71,7 +71,7 @@ array bits(const Shape& shape, const std::optional<array>& key, StreamOrDevice s
   check_shape(shape, "random.bits");
   Stream st = to_stream(s);
   array k = resolve_key(key, "random.bits");
-  return make_node<RandomBits>(shape, uint32, {k}, st);
+  return make_node<RandomBits>(shape, uint32, {k}, st, shape);
 }
 
 array split(const array& key, int num, StreamOrDevice s) {

@@ -16,6 +16,7 @@
 #include "core/ops_util.h"
 #include "core/primitive.h"
 #include "core/scheduler.h"
+#include "core/transform_util.h"
 
 namespace kiln {
 namespace {
@@ -169,44 +170,62 @@ class Scheduler {
   std::map<std::pair<int, int>, int> default_slots_;  // (device type, index) -> stream
 };
 
+thread_local int tl_keep_graph = 0;
+
 // A node this eval must compute: never scheduled, or failed before. A failed
 // node keeps its primitive and inputs, so it is run again (its cause, such
-// as the memory limit, may be gone); it is reset under its lock, as threads
-// that saw it fail may still be reading its error (see node_outcome).
+// as the memory limit, may be gone); it and its siblings (which failed with
+// it) are reset under their locks, as threads that saw them fail may still
+// be reading their error (see node_outcome).
 bool needs_run(const array& a) {
   ArrayDesc& d = *a.desc();
   Status s = d.get_status();
-  if (s == Status::failed) {
-    NodeLock lock(d);
-    d.error.clear();
-    d.status.store(static_cast<int>(Status::unscheduled), std::memory_order_relaxed);
-    return true;
+  if (s != Status::failed) return s == Status::unscheduled;
+  auto reset = [](ArrayDesc& x) {
+    NodeLock lock(x);
+    x.error.clear();
+    x.status.store(static_cast<int>(Status::unscheduled), std::memory_order_relaxed);
+  };
+  if (!d.siblings) {
+    reset(d);
+  } else {
+    for (const auto& w : d.siblings->descs) {
+      if (auto sib = w.lock()) reset(*sib);
+    }
   }
-  return s == Status::unscheduled;
+  return true;
 }
 
-// Post-order of the unscheduled part of the graph, without recursion.
+// Post-order of the unscheduled part of the graph, without recursion. The
+// siblings of a multi-output node are one task: the first one reached
+// stands for all of them.
 std::vector<array> build_tape(const std::vector<array>& outputs) {
   std::vector<array> tape;
   std::unordered_set<const ArrayDesc*> seen;
+  auto visit = [&seen](const array& a) {
+    if (seen.count(a.desc().get()) || !needs_run(a)) return false;
+    seen.insert(a.desc().get());
+    if (const auto& sib = a.desc()->siblings) {
+      for (const auto& w : sib->descs) {
+        if (auto d = w.lock()) seen.insert(d.get());
+      }
+    }
+    return true;
+  };
   struct Frame {
     array node;
     size_t next_input;
   };
   std::vector<Frame> stack;
   for (const auto& out : outputs) {
-    if (seen.count(out.desc().get()) || !needs_run(out)) continue;
-    seen.insert(out.desc().get());
+    if (!visit(out)) continue;
     stack.push_back({out, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& inputs = f.node.desc()->inputs;
       if (f.next_input < inputs.size()) {
         const array& in = inputs[f.next_input++];
-        if (!seen.count(in.desc().get()) && needs_run(in)) {
-          seen.insert(in.desc().get());
-          stack.push_back({in, 0});
-        }
+        if (visit(in)) stack.push_back({in, 0});
         continue;
       }
       tape.push_back(std::move(f.node));
@@ -216,10 +235,22 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   return tape;
 }
 
+void mark_scheduled(ArrayDesc& d, bool keep_graph) {
+  auto mark = [keep_graph](ArrayDesc& x) {
+    if (keep_graph) x.keep_graph = true;
+    x.set_status(Status::scheduled);
+  };
+  if (!d.siblings) return mark(d);
+  for (const auto& w : d.siblings->descs) {
+    if (auto s = w.lock()) mark(*s);
+  }
+}
+
 void schedule(const std::vector<array>& outputs) {
   auto& sched = Scheduler::instance();
   std::lock_guard lock(sched.schedule_mutex());
   std::vector<array> tape = build_tape(outputs);
+  const bool keep_graph = tl_keep_graph > 0;
   // Hand the tape over in runs of consecutive nodes of one stream.
   size_t i = 0;
   while (i < tape.size()) {
@@ -227,7 +258,7 @@ void schedule(const std::vector<array>& outputs) {
     StreamWorker& worker = sched.worker(s);  // may throw: before any node is marked
     std::vector<array> run;
     while (i < tape.size() && tape[i].desc()->primitive->stream() == s) {
-      tape[i].desc()->set_status(Status::scheduled);
+      mark_scheduled(*tape[i].desc(), keep_graph);
       run.push_back(std::move(tape[i]));
       ++i;
     }
@@ -267,38 +298,67 @@ bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* s
   return d.error.empty();
 }
 
+std::vector<array> node_outputs(const array& node) {
+  const auto& sib = node.desc()->siblings;
+  if (!sib) return {node};
+  std::vector<array> outs;
+  for (size_t i = 0; i < sib->descs.size(); ++i) {
+    if (auto d = sib->descs[i].lock()) {
+      outs.push_back(array(std::move(d), detail::DescTag{}));
+    } else {
+      // Nobody holds this output: the kernel still writes it, to scratch.
+      outs.push_back(array(std::make_shared<ArrayDesc>(sib->shapes[i], sib->dtypes[i]), detail::DescTag{}));
+    }
+  }
+  return outs;
+}
+
+std::vector<array> inputs_to_hold(const ArrayDesc& d) { return d.inputs; }
+
 void finish_node(array& node) {
   ArrayDesc& d = *node.desc();
-  if (!d.error.empty()) {
-    // Keeps primitive and inputs: a later eval runs the node again.
-    d.buffer.reset();
-    d.set_status(Status::failed);
-    return;
+  const std::string error = d.error;
+  auto publish = [&error](ArrayDesc& x) {
+    if (!error.empty()) {
+      // Keeps primitive and inputs: a later eval runs the node again.
+      x.error = error;
+      x.buffer.reset();
+      x.set_status(Status::failed);
+      return;
+    }
+    if (!x.keep_graph) {
+      // Detached under the node's lock (other threads may be inspecting
+      // it); the inputs and primitive are released after it.
+      std::vector<array> inputs;
+      std::shared_ptr<Primitive> primitive;
+      NodeLock lock(x);
+      inputs.swap(x.inputs);
+      primitive.swap(x.primitive);
+    }
+    x.set_status(Status::available);
+  };
+  if (!d.siblings) return publish(d);
+  // Keep the siblings alive while they are published.
+  std::vector<std::shared_ptr<ArrayDesc>> live;
+  for (const auto& w : d.siblings->descs) {
+    if (auto s = w.lock()) live.push_back(std::move(s));
   }
-  {
-    // Detached under the node's lock (other threads may be inspecting the
-    // node); the inputs and primitive are released after it.
-    std::vector<array> inputs;
-    std::shared_ptr<Primitive> primitive;
-    NodeLock lock(d);
-    inputs.swap(d.inputs);
-    primitive.swap(d.primitive);
-  }
-  d.set_status(Status::available);
+  for (auto& s : live) publish(*s);
 }
 
 void evaluate_node(array& node, const Stream& stream) {
   ArrayDesc& d = *node.desc();
   if (wait_for_inputs(d, nullptr)) {
     try {
+      std::vector<array> outputs = node_outputs(node);
       if (stream.device.type == Device::cpu) {
-        d.primitive->eval_cpu(d.inputs, node);
+        d.primitive->eval_cpu(d.inputs, outputs);
       } else {
         // eval_gpu only enqueues kernels; gpu_end_node records the event
         // consumers wait on and holds the inputs until the kernels ran.
         gpu_begin_node(stream);
-        d.primitive->eval_gpu(d.inputs, node);
-        gpu_end_node(stream, std::move(d.inputs));
+        d.primitive->eval_gpu(d.inputs, outputs);
+        gpu_end_node(stream, inputs_to_hold(d));
       }
     } catch (const std::exception& e) {
       d.error = e.what();
@@ -306,6 +366,10 @@ void evaluate_node(array& node, const Stream& stream) {
   }
   finish_node(node);
 }
+
+KeepGraphScope::KeepGraphScope() { ++tl_keep_graph; }
+KeepGraphScope::~KeepGraphScope() { --tl_keep_graph; }
+bool KeepGraphScope::active() { return tl_keep_graph > 0; }
 
 void eval(std::vector<array> outputs) {
   check_handles(outputs, "eval");
@@ -344,6 +408,9 @@ Stream new_stream(Device d) {
 }
 Stream to_stream(StreamOrDevice s) {
   if (std::holds_alternative<Stream>(s)) return std::get<Stream>(s);
+  if (std::holds_alternative<std::monostate>(s)) {
+    if (auto r = detail::rule_stream()) return *r;
+  }
   Device d = std::holds_alternative<Device>(s) ? std::get<Device>(s) : default_device();
   return default_stream(d);
 }

@@ -28,9 +28,28 @@ void evaluate_node(array& node, const Stream& stream);
 // node's inputs are computed, skipping those in `same_batch` (they are
 // computed earlier in the same batch); it returns false, with the node's
 // error set, when an input failed. finish_node publishes the node: status
-// available (or failed, with its buffer dropped) and inputs detached.
+// available with its inputs detached, or failed with its buffer dropped and
+// its primitive and inputs kept (the next eval runs it again).
 bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch);
 void finish_node(array& node);
+// Every output of node's primitive in order (node and its siblings; an
+// output nobody holds is a scratch array), as eval_cpu/eval_gpu take them.
+std::vector<array> node_outputs(const array& node);
+// The node's inputs for a backend that holds them until its kernels ran: a
+// copy, as finish_node detaches the node (or keeps its graph: a failed node
+// runs again, a transform walks the graph).
+std::vector<array> inputs_to_hold(const ArrayDesc& d);
+
+// While one is alive on a thread, nodes that thread schedules keep their
+// primitive and inputs after they run (transformations walk them later).
+class KeepGraphScope {
+ public:
+  KeepGraphScope();
+  ~KeepGraphScope();
+  KeepGraphScope(const KeepGraphScope&) = delete;
+  KeepGraphScope& operator=(const KeepGraphScope&) = delete;
+  static bool active();
+};
 
 // Provided by the GPU backend (or its stub in a CPU-only build).
 bool gpu_available();

@@ -1,5 +1,8 @@
-// Gathers (take, take_along_axis) and concatenate.
+// Gathers (take, take_along_axis), their scatter (put_along_axis,
+// scatter_add_axis) and concatenate.
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
@@ -112,6 +115,72 @@ void GatherAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
       std::memcpy(dst + t * item, src + off * item, item);
     }
   });
+}
+
+namespace {
+
+template <typename T>
+void scatter_rows(const char* vals, const Strides& vst, const std::vector<int64_t>& idx, const Shape& shape, int axis,
+                  char* out, const Strides& ost, bool add) {
+  // Positions that differ off the axis write different rows of out, so
+  // threads take whole lines along the axis and never collide.
+  int nd = static_cast<int>(shape.size());
+  int64_t len = shape[axis];
+  int64_t lines = len == 0 ? 0 : static_cast<int64_t>(idx.size()) / len;
+  Strides ist = row_major_strides(shape);
+  cpu::parallel_for(lines, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(len, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t l = b; l < e; ++l) {
+      int64_t rem = l, voff = 0, ooff = 0, ioff = 0;
+      for (int k = nd - 1; k >= 0; --k) {
+        if (k == axis) continue;
+        int64_t pos = rem % shape[k];
+        rem /= shape[k];
+        voff += pos * vst[k];
+        ooff += pos * ost[k];
+        ioff += pos * ist[k];
+      }
+      for (int64_t j = 0; j < len; ++j) {
+        T v = reinterpret_cast<const T*>(vals)[voff + j * vst[axis]];
+        T& o = reinterpret_cast<T*>(out)[ooff + idx[ioff + j * ist[axis]] * ost[axis]];
+        if (add) {
+          using Acc = std::conditional_t<std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>, float, T>;
+          o = static_cast<T>(static_cast<Acc>(o) + static_cast<Acc>(v));
+        } else {
+          o = v;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void ScatterAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& idx = inputs[1];
+  const array& vals = inputs[2];
+  const char* op = reduce_ == Reduce::sum ? "scatter_add_axis" : "put_along_axis";
+  detail::allocate(out, op);
+  if (out.size() > 0) cpu::copy_to_row_major(a, out);
+  if (idx.size() == 0) return;
+  std::vector<int64_t> indices = load_indices(idx, a.shape()[axis_], op, a);
+  const char* pv = detail::data_ptr(vals);
+  const Strides& vst = vals.desc()->strides;
+  char* po = detail::data_ptr(out);
+  const Strides& ost = out.desc()->strides;
+  bool add = reduce_ == Reduce::sum;
+  switch (out.dtype()) {
+    case bool_: scatter_rows<bool>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case uint8: scatter_rows<uint8_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case uint32: scatter_rows<uint32_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case int8: scatter_rows<int8_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case int32: scatter_rows<int32_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case int64: scatter_rows<int64_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case float16: scatter_rows<float16_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case bfloat16: scatter_rows<bfloat16_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case float32: scatter_rows<float>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case float64: scatter_rows<double>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+  }
 }
 
 void Concatenate::eval_cpu(const std::vector<array>& inputs, array& out) {

@@ -536,7 +536,8 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   for (size_t i = begin; i < end && ok; ++i) {
     ArrayDesc& d = *nodes[i].desc();
     try {
-      d.primitive->eval_gpu(d.inputs, nodes[i]);
+      std::vector<array> outputs = node_outputs(nodes[i]);
+      d.primitive->eval_gpu(d.inputs, outputs);
     } catch (const std::exception&) {
       ok = false;
     }
@@ -573,9 +574,8 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
     count_graph_time(ns(t_begin, t_captured), ns(t_captured, t_prepared), ns(t_prepared, Clock::now()));
     std::vector<array> held;
     for (size_t i = begin; i < end; ++i) {
-      auto& in = nodes[i].desc()->inputs;
+      std::vector<array> in = inputs_to_hold(*nodes[i].desc());
       held.insert(held.end(), std::make_move_iterator(in.begin()), std::make_move_iterator(in.end()));
-      in.clear();
     }
     record_completion(st, stream.index, std::move(held));
   } catch (const std::exception& e) {

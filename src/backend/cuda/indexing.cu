@@ -1,4 +1,5 @@
-// Gathers (take, take_along_axis) and concatenate. Elements are moved as
+// Gathers (take, take_along_axis), their scatter (put_along_axis,
+// scatter_add_axis) and concatenate. Elements are moved as
 // raw 1/2/4/8-byte words; the index dtype is a run-time switch. Negative
 // indices wrap as on the CPU. An index out of range is clamped to the axis
 // (nothing is read out of bounds) and written to a deferred-error slot: the
@@ -80,6 +81,47 @@ __global__ void gather_axis_kernel(const E* __restrict__ a, const char* __restri
     }
     aoff += read_index(idx, it, ioff, g.extent, err) * g.a_strides[g.axis];
     out[t] = a[aoff];
+  }
+}
+
+struct ScatterArgs {
+  int ndim, axis;
+  int64_t shape[kMaxDims];  // the indices' (and values') shape
+  int64_t o_strides[kMaxDims];
+  int64_t i_strides[kMaxDims];
+  int64_t v_strides[kMaxDims];
+  int64_t extent;
+};
+
+// One thread per line along the axis: lines write disjoint parts of out,
+// so neither atomics nor a fixed order of additions is needed (the result
+// is deterministic and matches the CPU's).
+template <typename T>
+__global__ void scatter_axis_kernel(const T* __restrict__ vals, const char* __restrict__ idx, Dtype it,
+                                    T* __restrict__ out, ScatterArgs g, int64_t lines, bool add,
+                                    IndexErrorSlot* err) {
+  int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int64_t len = g.shape[g.axis];
+  for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < lines; l += stride) {
+    int64_t rem = l, voff = 0, ooff = 0, ioff = 0;
+    for (int k = g.ndim - 1; k >= 0; --k) {
+      if (k == g.axis) continue;
+      int64_t pos = rem % g.shape[k];
+      rem /= g.shape[k];
+      voff += pos * g.v_strides[k];
+      ooff += pos * g.o_strides[k];
+      ioff += pos * g.i_strides[k];
+    }
+    for (int64_t j = 0; j < len; ++j) {
+      int64_t w = read_index(idx, it, ioff + j * g.i_strides[g.axis], g.extent, err);
+      T v = vals[voff + j * g.v_strides[g.axis]];
+      T& o = out[ooff + w * g.o_strides[g.axis]];
+      if (add) {
+        o = convert<T>(to_compute(o) + to_compute(v));
+      } else {
+        o = v;
+      }
+    }
   }
 }
 
@@ -178,6 +220,43 @@ void GatherAxis::eval_gpu(const std::vector<array>& inputs, array& out) {
                                                                           reinterpret_cast<E*>(po), g, n, err);
   });
   KILN_CUDA_CHECK_LAUNCH("take_along_axis");
+}
+
+void ScatterAxis::eval_gpu(const std::vector<array>& inputs, array& out) {
+  const array& a = inputs[0];
+  const array& idx = inputs[1];
+  const array& vals = inputs[2];
+  const char* op = reduce_ == Reduce::sum ? "scatter_add_axis" : "put_along_axis";
+  cuda::allocate(out, op);
+  if (out.size() == 0) return;
+  char* po = cuda::out_ptr(out);
+  cuda::copy_strided(cuda::in_ptr(a), a.dtype(), a.shape(), a.desc()->strides, po, out.dtype(), out.desc()->strides, op);
+  if (idx.size() == 0) return;
+  int nd = idx.ndim();
+  if (nd > cuda::kMaxDims) throw Error(std::string("[") + op + "] more than 8 dimensions are not supported on the GPU");
+  cuda::ScatterArgs g{};
+  g.ndim = nd;
+  g.axis = axis_;
+  g.extent = a.shape()[axis_];
+  for (int k = 0; k < nd; ++k) {
+    g.shape[k] = idx.shape()[k];
+    g.o_strides[k] = out.desc()->strides[k];
+    g.i_strides[k] = idx.desc()->strides[k];
+    g.v_strides[k] = vals.desc()->strides[k];
+  }
+  int64_t lines = static_cast<int64_t>(idx.size()) / idx.shape()[axis_];
+  const char* pi = cuda::in_ptr(idx);
+  const char* pv = cuda::in_ptr(vals);
+  cudaStream_t s = cuda::current_stream();
+  Dtype it = idx.dtype();
+  cuda::IndexErrorSlot* err = cuda::error_slot(op, a, idx, g.extent);
+  bool add = reduce_ == Reduce::sum;
+  cuda::dispatch(out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::scatter_axis_kernel<T><<<cuda::grid_for(lines, 1, 128), 128, 0, s>>>(
+        reinterpret_cast<const T*>(pv), pi, it, reinterpret_cast<T*>(po), g, lines, add, err);
+  });
+  KILN_CUDA_CHECK_LAUNCH(op);
 }
 
 void Concatenate::eval_gpu(const std::vector<array>& inputs, array& out) {
