@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "core/array_desc.h"
+#include "core/primitive.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -107,6 +108,45 @@ TEST(Errors, FailedArraysCanBeEvaluatedAgain) {
   EXPECT_NEAR(consumer.item<float>(), want, 1e-3 * std::fabs(want) + 1.0);
   EXPECT_TRUE(big.is_evaluated());
   EXPECT_FALSE(consumer.has_primitive());
+}
+
+// Two outputs, x + 1 and x - 1; the first run throws.
+class FailsOncePair : public Primitive {
+ public:
+  explicit FailsOncePair(Stream s) : Primitive(s) {}
+  static inline int runs = 0;
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override {
+    if (runs++ == 0) throw Error("[fails_once] first run fails");
+    const float* x = reinterpret_cast<const float*>(detail::data_ptr(inputs[0]));
+    for (int k = 0; k < 2; ++k) {
+      detail::allocate(outputs[k], "fails_once");
+      float* y = reinterpret_cast<float*>(detail::data_ptr(outputs[k]));
+      for (size_t i = 0; i < outputs[k].size(); ++i) y[i] = x[i] + (k == 0 ? 1.0f : -1.0f);
+    }
+  }
+  void eval_gpu(const std::vector<array>&, std::vector<array>&) override { throw Error("[fails_once] cpu only"); }
+  const char* name() const override { return "FailsOncePair"; }
+};
+
+// Both outputs of a failed multi-output node fail, and both run again.
+TEST(Errors, FailedMultiOutputNodeRunsAgain) {
+  array x = test::random_array({5});
+  FailsOncePair::runs = 0;
+  auto outs = array::make_arrays({{5}, {5}}, {float32, float32}, std::make_shared<FailsOncePair>(to_stream({})),
+                                 {contiguous(x)});
+  array consumer = outs[0] * 2.0f;
+  EXPECT_TRUE(throws_error([&] { consumer.eval(); }, {"[fails_once] first run fails"}));
+  EXPECT_TRUE(outs[1].is_evaluated());  // failed with its sibling
+  outs[1].eval();
+  EXPECT_EQ(FailsOncePair::runs, 2);
+  std::vector<double> xv = test::to_double(x), a = test::to_double(outs[0]), b = test::to_double(outs[1]),
+                      c = test::to_double(consumer);
+  EXPECT_EQ(FailsOncePair::runs, 2);  // the consumer's eval reused the outputs
+  for (size_t i = 0; i < xv.size(); ++i) {
+    EXPECT_FLOAT_EQ(a[i], xv[i] + 1);
+    EXPECT_FLOAT_EQ(b[i], xv[i] - 1);
+    EXPECT_FLOAT_EQ(c[i], 2 * (xv[i] + 1));
+  }
 }
 
 }  // namespace
