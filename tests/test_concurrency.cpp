@@ -149,6 +149,47 @@ TEST(Concurrency, OneGraphLargerThanTheQueueBoundEvaluates) {
   EXPECT_FLOAT_EQ(y.item<float>(), 1.5f * kMaxQueuedNodes);
 }
 
+// Fails while `failing` is set.
+class FailsWhile : public Primitive {
+ public:
+  FailsWhile(Stream s, std::shared_ptr<std::atomic<bool>> failing) : Primitive(s), failing_(std::move(failing)) {}
+  void eval_cpu(const std::vector<array>&, array& out) override {
+    if (failing_->load()) throw Error("[fails_while] told to fail");
+    detail::allocate(out, "fails_while");
+    *reinterpret_cast<float*>(detail::data_ptr(out)) = 1.0f;
+  }
+  void eval_gpu(const std::vector<array>&, array&) override { throw Error("[fails_while] cpu only"); }
+  const char* name() const override { return "FailsWhile"; }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> failing_;
+};
+
+// A failed node is run again by the next eval that needs it, while other
+// threads may be waiting on it or reading its error.
+TEST(Concurrency, ThreadsRunAFailedNodeAgain) {
+  auto failing = std::make_shared<std::atomic<bool>>(true);
+  array node(Shape{}, float32, std::make_shared<FailsWhile>(default_stream(Device::cpu), failing), {});
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        array c = node + static_cast<float>(t);
+        try {
+          c.eval();
+        } catch (const Error& e) {
+          errors += std::string(e.what()).find("[fails_while] told to fail") != std::string::npos;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 200);
+  failing->store(false);
+  EXPECT_FLOAT_EQ((node + 1.0f).item<float>(), 2.0f);
+}
+
 int thread_count() {
   std::ifstream status("/proc/self/status");
   std::string line;
