@@ -2,6 +2,7 @@
 # runs the whole suite; `make bench` runs the kernel lab on this machine.
 BUILD ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # A compiler cache, where one is installed, makes rebuilds of unchanged files free.
@@ -11,7 +12,7 @@ CMAKE_FLAGS += -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CUDA_COMPILER_LAU
 endif
 APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev nlohmann-json3-dev libcli11-dev
 
-.PHONY: all build deps test sanitize bench info install clean
+.PHONY: all build deps test sanitize tsan bench info install clean
 
 all: build
 
@@ -39,6 +40,14 @@ sanitize: deps
 	cd $(BUILD_ASAN) && OMP_WAIT_POLICY=passive ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 1800
 
+# The concurrency tests under ThreadSanitizer. One thread per kernel keeps
+# uninstrumented OpenMP (whose synchronization TSan cannot see) out of it.
+tsan: deps
+	cmake -S . -B $(BUILD_TSAN) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DKILN_TSAN=ON -DKILN_BUILD_TOOLS=OFF -DKILN_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_TSAN) -j $(JOBS) --target kiln_concurrency_tests
+	cd $(BUILD_TSAN) && KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure -j $(JOBS) --timeout 900
+
 bench: build
 	$(BUILD)/kiln bench
 
@@ -49,4 +58,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

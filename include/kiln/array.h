@@ -18,6 +18,14 @@ using Strides = std::vector<int64_t>;
 struct ArrayDesc;  // defined in src/core/array_desc.h
 class Primitive;
 
+namespace detail {
+// Selects array's internal descriptor constructor, so that braces (`array a({})`)
+// can never reach it.
+struct DescTag {
+  explicit DescTag() = default;
+};
+}  // namespace detail
+
 class array {
  public:
   // A 0-d array holding one value (converted to dtype).
@@ -27,6 +35,9 @@ class array {
   array(T value, Dtype dtype = dtype_of<T>)  // NOLINT(implicit)
       : array(static_cast<const void*>(&value), dtype_of<T>, Shape{}, dtype) {}
 
+  // A 1-d float32 array; `array({})` is an empty float32 array of shape (0),
+  // as in MLX.
+  array(std::initializer_list<float> values);  // NOLINT(implicit)
   // A 1-d array from a list of values.
   template <typename T, typename = decltype(DtypeOf<T>::value)>
   array(std::initializer_list<T> values, Dtype dtype = dtype_of<T>)
@@ -59,11 +70,14 @@ class array {
   array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive,
         std::vector<array> inputs);
   // Internal: wraps a descriptor.
-  explicit array(std::shared_ptr<ArrayDesc> desc) : desc_(std::move(desc)) {}
+  array(std::shared_ptr<ArrayDesc> desc, detail::DescTag) : desc_(std::move(desc)) {}
   // Internal: the outputs of one node of a multi-output primitive.
   static std::vector<array> make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                         const std::shared_ptr<Primitive>& primitive,
                                         const std::vector<array>& inputs);
+
+  // A moved-from array is an empty handle: every method except assignment
+  // and destruction throws kiln::Error.
 
   const Shape& shape() const;
   int shape(int dim) const;  // negative dims count from the end
@@ -102,8 +116,12 @@ class array {
   uintptr_t id() const { return reinterpret_cast<uintptr_t>(desc_.get()); }
 
   const std::shared_ptr<ArrayDesc>& desc() const { return desc_; }
-  const std::vector<array>& inputs() const;
-  const std::shared_ptr<Primitive>& primitive() const;
+  // Differences from MLX: inputs() and primitive() return copies, not
+  // references, taken under the node's lock. A stream worker detaches a node
+  // (drops its inputs and primitive) as soon as it is computed, possibly
+  // while another thread inspects it; a reference would dangle.
+  std::vector<array> inputs() const;
+  std::shared_ptr<Primitive> primitive() const;
   // The other outputs of this array's node (MLX: siblings()), and all of
   // them in output order with this one included (MLX: outputs()). An output
   // nobody holds any more is absent from siblings() and comes back from
@@ -119,14 +137,20 @@ class array {
     return v.data();
   }
   static void check_data_size(size_t n, const Shape& shape);
+  const ArrayDesc& checked() const;  // the descriptor; throws for an empty handle
   void item_into(void* out, Dtype dtype) const;
   const void* raw_data(Dtype expected) const;
 
   std::shared_ptr<ArrayDesc> desc_;
 };
 
-// Evaluation of lazy graphs.
+// Evaluation of lazy graphs. A failed evaluation throws kiln::Error and
+// leaves the failed arrays re-runnable: evaluating them again retries (for
+// example after raising the memory limit).
 void eval(std::vector<array> outputs);
+// Returns once the graph is queued on its streams; it blocks while a stream
+// already has many submissions queued and not started (back-pressure, so a
+// loop of async_eval without waits cannot queue graphs without bound).
 void async_eval(std::vector<array> outputs);
 template <typename... Arrays, typename = std::enable_if_t<(std::is_same_v<std::decay_t<Arrays>, array> && ...)>>
 void eval(Arrays&&... outputs) {

@@ -36,6 +36,9 @@ void set_default_device(const Device& d);
 Stream default_stream(Device d);
 // Makes s the default stream of its device (for every thread).
 void set_default_stream(Stream s);
+// A stream's tasks run in order on a worker thread that exits after a
+// second without work and starts again on demand: idle streams hold no
+// thread, so a program may create many.
 Stream new_stream(Device d);
 // Resolves an op's stream argument: empty -> default stream of the default
 // device, a device -> its default stream. Throws kiln::Error for a device

@@ -21,7 +21,7 @@ void gpu_end_node(const Stream&, std::vector<array>&&) {}
 void gpu_evaluate_batch(std::vector<array>& nodes, const Stream& stream) {
   for (auto& n : nodes) {
     evaluate_node(n, stream);
-    n = array(std::shared_ptr<ArrayDesc>());
+    detail::release(n);
   }
 }
 void gpu_wait_ready(const array&) {}

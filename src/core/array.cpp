@@ -40,7 +40,11 @@ ArrayDesc::~ArrayDesc() {
     array a = std::move(pending.back());
     pending.pop_back();
     const auto& d = a.desc();
-    if (d && d.use_count() == 1 && !d->inputs.empty()) {
+    if (d && d.use_count() == 1) {
+      // use_count() is a relaxed load; a stream worker may have detached
+      // this node (cleared its inputs) just before letting go of it. The
+      // node's lock orders that write before this read.
+      NodeLock lock(*d);
       for (auto& in : d->inputs) pending.push_back(std::move(in));
       d->inputs.clear();
     }
@@ -58,7 +62,7 @@ array::array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype)
   for (int d : desc_->shape) {
     if (d < 0) throw Error("[array] negative dimension in shape " + format_shape(desc_->shape));
   }
-  array self(desc_);
+  array self(desc_, detail::DescTag{});
   detail::allocate(self, "array");
   cpu::cast_contiguous(data, src_dtype, detail::data_ptr(self), dtype, desc_->size);
   desc_->set_status(Status::available);
@@ -85,11 +89,21 @@ array::array(void* data, Shape shape, Dtype dtype, std::function<void(void*)> de
     : desc_(wrap_external(data, std::move(shape), dtype, std::move(deleter), false)) {}
 
 array array::external_read_only(const void* data, Shape shape, Dtype dtype, std::function<void(void*)> deleter) {
-  return array(wrap_external(const_cast<void*>(data), std::move(shape), dtype, std::move(deleter), true));
+  return array(wrap_external(const_cast<void*>(data), std::move(shape), dtype, std::move(deleter), true), detail::DescTag{});
 }
 
 array::array(const std::vector<bool>& values, Shape shape, Dtype dtype)
     : array(std::vector<uint8_t>(values.begin(), values.end()), std::move(shape), dtype) {}
+
+array::array(std::initializer_list<float> values)
+    : array(static_cast<const void*>(values.begin()), float32, Shape{static_cast<int>(values.size())}, float32) {}
+
+const ArrayDesc& array::checked() const {
+  if (!desc_) {
+    throw Error("[array] this array handle is empty (it was moved from); assign it an array before using it");
+  }
+  return *desc_;
+}
 
 void array::check_data_size(size_t n, const Shape& shape) {
   size_t want = 1;
@@ -103,7 +117,7 @@ void array::check_data_size(size_t n, const Shape& shape) {
   }
 }
 
-const Shape& array::shape() const { return desc_->shape; }
+const Shape& array::shape() const { return checked().shape; }
 int array::shape(int dim) const {
   int nd = ndim();
   int d = dim < 0 ? dim + nd : dim;
@@ -117,11 +131,11 @@ const Strides& array::strides() const {
   eval();
   return desc_->strides;
 }
-Dtype array::dtype() const { return desc_->dtype; }
-size_t array::size() const { return desc_->size; }
-int array::ndim() const { return static_cast<int>(desc_->shape.size()); }
-size_t array::itemsize() const { return size_of(desc_->dtype); }
-size_t array::nbytes() const { return desc_->size * itemsize(); }
+Dtype array::dtype() const { return checked().dtype; }
+size_t array::size() const { return checked().size; }
+int array::ndim() const { return static_cast<int>(checked().shape.size()); }
+size_t array::itemsize() const { return size_of(checked().dtype); }
+size_t array::nbytes() const { return checked().size * itemsize(); }
 
 std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vector<Dtype>& dtypes,
                                      const std::shared_ptr<Primitive>& primitive, const std::vector<array>& inputs) {
@@ -143,42 +157,52 @@ std::vector<array> array::make_arrays(std::vector<Shape> shapes, const std::vect
 
 std::vector<array> array::siblings() const {
   std::vector<array> out;
-  if (!desc_->siblings) return out;
+  if (!checked().siblings) return out;
   for (const auto& w : desc_->siblings->descs) {
     auto d = w.lock();
-    if (d && d != desc_) out.push_back(array(std::move(d)));
+    if (d && d != desc_) out.push_back(array(std::move(d), detail::DescTag{}));
   }
   return out;
 }
 
 std::vector<array> array::outputs() const {
-  const auto& sib = desc_->siblings;
+  const auto& sib = checked().siblings;
   if (!sib) return {*this};
   std::vector<array> out;
   std::vector<array> rebuilt;  // the whole node again, made once if an output died
   for (size_t i = 0; i < sib->descs.size(); ++i) {
     if (auto d = sib->descs[i].lock()) {
-      out.push_back(array(std::move(d)));
+      out.push_back(array(std::move(d), detail::DescTag{}));
       continue;
     }
     if (rebuilt.empty()) {
-      if (!desc_->primitive) {
+      std::shared_ptr<Primitive> p = primitive();  // under the node lock: a worker may detach it
+      if (!p) {
         throw Error("[outputs] an output of this evaluated multi-output node was released; rebuild the op");
       }
-      rebuilt = make_arrays(sib->shapes, sib->dtypes, desc_->primitive, desc_->inputs);
+      rebuilt = make_arrays(sib->shapes, sib->dtypes, p, inputs());
     }
     out.push_back(rebuilt[i]);
   }
   return out;
 }
 
-const std::vector<array>& array::inputs() const { return desc_->inputs; }
-const std::shared_ptr<Primitive>& array::primitive() const { return desc_->primitive; }
-bool array::has_primitive() const { return desc_->primitive != nullptr; }
-bool array::is_evaluated() const { return desc_->get_status() >= Status::available; }
+std::vector<array> array::inputs() const {
+  NodeLock lock(checked());
+  return desc_->inputs;
+}
+std::shared_ptr<Primitive> array::primitive() const {
+  NodeLock lock(checked());
+  return desc_->primitive;
+}
+bool array::has_primitive() const {
+  NodeLock lock(checked());
+  return desc_->primitive != nullptr;
+}
+bool array::is_evaluated() const { return checked().get_status() >= Status::available; }
 
 void array::eval() const {
-  Status s = desc_->get_status();
+  Status s = checked().get_status();
   if (s == Status::available) return;
   kiln::eval(std::vector<array>{*this});
 }
@@ -222,9 +246,20 @@ bool is_row_contiguous(const Shape& shape, const Strides& strides) {
   return true;
 }
 
+std::string allocation_failure(const Error& e, const array& out) {
+  const ArrayDesc& d = *out.desc();
+  std::string m = std::string(e.what()) + " for an array of shape " + format_shape(d.shape) + " " + dtype_name(d.dtype);
+  if (!d.inputs.empty()) m += " (inputs: " + describe(d.inputs) + ")";
+  return m;
+}
+
 void allocate(array& out, const char* op) {
   auto& d = *out.desc();
-  d.buffer = allocator::malloc(d.size * size_of(d.dtype), op);
+  try {
+    d.buffer = allocator::malloc(d.size * size_of(d.dtype), op);
+  } catch (const Error& e) {
+    throw Error(allocation_failure(e, out));
+  }
   d.strides = row_major_strides(d.shape);
   d.offset = 0;
 }
@@ -241,7 +276,13 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
       is_row_contiguous(id->shape, id->strides) && id->buffer->size() >= out.nbytes()) {
     // use_count() is a relaxed load: pair with the release of the last
     // other owner's reference so its reads happen before our writes.
+#if defined(__SANITIZE_THREAD__)
+    // ThreadSanitizer ignores fences: acquire read-modify-writes of the same
+    // counts (a copy of each pointer) give the same order in a form it sees.
+    { std::shared_ptr<ArrayDesc> desc_ref = id; std::shared_ptr<Buffer> buffer_ref = id->buffer; }
+#else
     std::atomic_thread_fence(std::memory_order_acquire);
+#endif
     auto& d = *out.desc();
     d.buffer = id->buffer;
     d.buffer->set_valid(Buffer::kHost);

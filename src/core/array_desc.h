@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/allocator.h"
@@ -50,6 +51,11 @@ struct ArrayDesc {
   std::atomic<int> status{static_cast<int>(Status::unscheduled)};
   std::string error;
 
+  // Orders readers of primitive and inputs on other threads (array's
+  // accessors, the destructor harvesting inputs) with a stream worker that
+  // detaches the node. Held only for a few pointer moves: see NodeLock.
+  mutable std::atomic_flag node_lock;
+
   ArrayDesc(Shape s, Dtype t);
   ~ArrayDesc();
 
@@ -68,17 +74,39 @@ struct ArrayDesc {
   }
 };
 
+// Scoped hold of a node's lock: a spinlock, as the holder never blocks and
+// the sections are a few pointer moves (never a kernel or a destructor).
+class NodeLock {
+ public:
+  explicit NodeLock(const ArrayDesc& d) : flag_(d.node_lock) {
+    while (flag_.test_and_set(std::memory_order_acquire)) {
+      while (flag_.test(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+  }
+  ~NodeLock() { flag_.clear(std::memory_order_release); }
+  NodeLock(const NodeLock&) = delete;
+  NodeLock& operator=(const NodeLock&) = delete;
+
+ private:
+  std::atomic_flag& flag_;
+};
+
 // Row-major strides for a shape.
 Strides row_major_strides(const Shape& shape);
 
 // Helpers used by every backend to set an output's data.
 namespace detail {
+// Lets go of a handle (a worker done with a node).
+inline void release(array& a) { array gone = std::move(a); }
 inline char* data_ptr(const array& a) {
   const auto& d = *a.desc();
   return static_cast<char*>(d.buffer->ptr()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
 }
 // Gives `out` a fresh row-major buffer.
 void allocate(array& out, const char* op);
+// An allocator error for `out`'s buffer with out's shape, dtype and inputs
+// added: the allocator knows only a byte count and the primitive.
+std::string allocation_failure(const Error& e, const array& out);
 // Gives `out` the buffer of `in` when `in` is row-contiguous, the same size
 // in bytes, and referenced only by `out`'s producer (its memory can be
 // overwritten in place); else a fresh buffer.

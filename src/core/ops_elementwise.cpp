@@ -255,6 +255,11 @@ array where(const array& condition, const array& x, const array& y, StreamOrDevi
 
 array clip(const array& a, const std::optional<array>& a_min, const std::optional<array>& a_max, StreamOrDevice s) {
   if (!a_min && !a_max) fail("clip", "needs at least one of a_min and a_max", {&a});
+  // Checked here so that a bad bound is reported as clip's, not maximum's.
+  Shape shape = a.shape();
+  for (const auto* bound : {&a_min, &a_max}) {
+    if (*bound) shape = broadcast_shapes(shape, (*bound)->shape(), "clip", {&a, &**bound});
+  }
   array r = a;
   if (a_min) r = maximum(r, *a_min, s);
   if (a_max) r = minimum(r, *a_max, s);
@@ -281,22 +286,31 @@ void check_shape(const Shape& shape, const char* op) {
     if (d < 0) throw Error(std::string("[") + op + "] negative dimension in shape " + format_shape(shape));
   }
 }
+
+// `op` is the creation function the user called, for its error messages.
+array filled(const Shape& shape, const array& vals, Dtype dtype, StreamOrDevice s, const char* op) {
+  check_shape(shape, op);
+  Stream st = to_stream(s);
+  array v = astype(vals, dtype, st);
+  if (broadcast_shapes(v.shape(), shape, op, {&vals}) != shape) {
+    fail(op, "values do not broadcast to the shape " + format_shape(shape), {&vals});
+  }
+  return copy(broadcast_to(v, shape, st), st);
+}
 }  // namespace
 
 array full(const Shape& shape, const array& vals, Dtype dtype, StreamOrDevice s) {
-  check_shape(shape, "full");
-  Stream st = to_stream(s);
-  return copy(broadcast_to(astype(vals, dtype, st), shape, st), st);
+  return filled(shape, vals, dtype, s, "full");
 }
 array full(const Shape& shape, const array& vals, StreamOrDevice s) { return full(shape, vals, vals.dtype(), s); }
-array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s) { return full(shape, array(0, dtype), dtype, s); }
+array zeros(const Shape& shape, Dtype dtype, StreamOrDevice s) { return filled(shape, array(0, dtype), dtype, s, "zeros"); }
 array zeros(const Shape& shape, StreamOrDevice s) { return zeros(shape, float32, s); }
-array ones(const Shape& shape, Dtype dtype, StreamOrDevice s) { return full(shape, array(1, dtype), dtype, s); }
+array ones(const Shape& shape, Dtype dtype, StreamOrDevice s) { return filled(shape, array(1, dtype), dtype, s, "ones"); }
 array ones(const Shape& shape, StreamOrDevice s) { return ones(shape, float32, s); }
 array full_like(const array& a, const array& vals, Dtype dtype, StreamOrDevice s) {
-  return full(a.shape(), vals, dtype, s);
+  return filled(a.shape(), vals, dtype, s, "full_like");
 }
-array full_like(const array& a, const array& vals, StreamOrDevice s) { return full(a.shape(), vals, a.dtype(), s); }
+array full_like(const array& a, const array& vals, StreamOrDevice s) { return full_like(a, vals, a.dtype(), s); }
 array zeros_like(const array& a, StreamOrDevice s) { return zeros(a.shape(), a.dtype(), s); }
 array zeros_like(const array& a, Dtype dtype, StreamOrDevice s) { return zeros(a.shape(), dtype, s); }
 array ones_like(const array& a, StreamOrDevice s) { return ones(a.shape(), a.dtype(), s); }

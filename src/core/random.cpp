@@ -77,20 +77,23 @@ array bits(const Shape& shape, const std::optional<array>& key, StreamOrDevice s
 
 array split(const array& key, int num, StreamOrDevice s) {
   if (num < 1) throw Error("[random.split] number of keys must be positive, got " + std::to_string(num));
-  return bits({num, 2}, key, s);
+  return bits({num, 2}, resolve_key(key, "random.split"), s);
 }
 
-array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
-              StreamOrDevice s) {
+namespace {
+// uniform's work; `op` is the distribution the user called (normal and
+// bernoulli are built on it), for its error messages.
+array uniform_as(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
+                 StreamOrDevice s, const char* op) {
   if (!is_floating_point(dtype)) {
-    throw Error(std::string("[random.uniform] needs a floating dtype, got ") + dtype_name(dtype));
+    throw Error(std::string("[") + op + "] needs a floating dtype, got " + dtype_name(dtype));
   }
-  check_shape(shape, "random.uniform");
-  Shape bshape = broadcast_shapes(broadcast_shapes(low.shape(), high.shape(), "random.uniform", {&low, &high}), shape,
-                                  "random.uniform", {&low, &high});
-  if (bshape != shape) fail("random.uniform", "low and high do not broadcast to " + format_shape(shape), {&low, &high});
+  check_shape(shape, op);
+  Shape bshape = broadcast_shapes(broadcast_shapes(low.shape(), high.shape(), op, {&low, &high}), shape,
+                                  op, {&low, &high});
+  if (bshape != shape) fail(op, "low and high do not broadcast to " + format_shape(shape), {&low, &high});
   Stream st = to_stream(s);
-  array k = resolve_key(key, "random.uniform");
+  array k = resolve_key(key, op);
   Dtype ct = dtype == float64 ? float64 : float32;
   array lo = astype(low, ct, st), hi = astype(high, ct, st);
   array u = astype(unit_uniform(shape, k, st), ct, st);
@@ -98,6 +101,13 @@ array uniform(const array& low, const array& high, const Shape& shape, Dtype dty
   // Rounding to a narrow dtype can land on `high`; keep the interval open.
   array hi_cast = astype(high, dtype, st);
   return where(greater_equal(out, hi_cast, st), astype(low, dtype, st), out, st);
+}
+
+}  // namespace
+
+array uniform(const array& low, const array& high, const Shape& shape, Dtype dtype, const std::optional<array>& key,
+              StreamOrDevice s) {
+  return uniform_as(low, high, shape, dtype, key, s, "random.uniform");
 }
 
 array uniform(const Shape& shape, Dtype dtype, const std::optional<array>& key, StreamOrDevice s) {
@@ -116,7 +126,7 @@ array normal(const Shape& shape, Dtype dtype, const std::optional<array>& loc, c
   Dtype ct = dtype == float64 ? float64 : float32;
   // Inverse CDF: sqrt(2) * erfinv(u) for u uniform in (-1, 1).
   float lo = std::nextafter(-1.0f, 0.0f);
-  array u = uniform(array(lo), array(1.0f), shape, ct, key, st);
+  array u = uniform_as(array(lo), array(1.0f), shape, ct, key, st, "random.normal");
   array z = multiply(erfinv(u, st), array(std::sqrt(2.0), ct), st);
   if (scale) z = multiply(z, astype(*scale, ct, st), st);
   if (loc) z = add(z, astype(*loc, ct, st), st);
@@ -176,7 +186,11 @@ array randint(const array& low, const array& high, const Shape& shape, Dtype dty
 array bernoulli(const array& p, const Shape& shape, const std::optional<array>& key, StreamOrDevice s) {
   if (!is_floating_point(p.dtype())) fail("random.bernoulli", "the probability p must be a floating array", {&p});
   Stream st = to_stream(s);
-  return less(uniform(shape, float32, key, st), broadcast_to(astype(p, float32, st), shape, st), st);
+  array u = uniform_as(array(0.0f), array(1.0f), shape, float32, key, st, "random.bernoulli");
+  if (broadcast_shapes(p.shape(), shape, "random.bernoulli", {&p}) != shape) {
+    fail("random.bernoulli", "p does not broadcast to " + format_shape(shape), {&p});
+  }
+  return less(u, broadcast_to(astype(p, float32, st), shape, st), st);
 }
 
 array bernoulli(const array& p, const std::optional<array>& key, StreamOrDevice s) {

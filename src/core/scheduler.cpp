@@ -3,6 +3,7 @@
 // the tape is handed to the stream workers in order, and each node drops its
 // inputs as soon as it is computed so intermediates are freed as the tape
 // advances.
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -20,18 +21,42 @@
 namespace kiln {
 namespace {
 
+// The queue of one stream, served by a thread that exists only while the
+// stream has work: it exits after kStreamIdleTimeout without any, and the
+// next submission starts a new one. Only one thread serves a stream at a
+// time, so its tasks keep their order.
 class StreamWorker {
  public:
-  explicit StreamWorker(Stream s) : stream_(s), thread_([this] { run(); }) { thread_.detach(); }
+  explicit StreamWorker(Stream s) : stream_(s) {}
 
   // One submission is one batch: consecutive nodes of one eval on this
   // stream. A GPU stream hands the whole batch to the backend, which may
   // record it into one CUDA graph.
+  // Back-pressure: a submitter waits while the batches queued here and not
+  // yet started exceed kMaxQueuedBatches, kMaxQueuedNodes or
+  // kMaxQueuedBytes of outputs, so async_eval in a loop cannot queue graphs
+  // without bound. A batch is admitted whenever the queue is empty, so one
+  // eval of any size runs, and two can overlap (one running, one queued).
+  // Every node waits only on nodes submitted before it, so the worker always
+  // makes progress while a submitter waits.
   void submit(std::vector<array>&& nodes) {
+    const int64_t count = static_cast<int64_t>(nodes.size());
+    size_t bytes = 0;
+    for (const auto& n : nodes) bytes += n.nbytes();
     {
-      std::lock_guard lock(mutex_);
-      pending_ += static_cast<int64_t>(nodes.size());
-      queue_.push_back(std::move(nodes));
+      std::unique_lock lock(mutex_);
+      space_cv_.wait(lock, [&] {
+        return queue_.empty() || (static_cast<int>(queue_.size()) < kMaxQueuedBatches &&
+                                  queued_nodes_ + count <= kMaxQueuedNodes && queued_bytes_ + bytes <= kMaxQueuedBytes);
+      });
+      pending_ += count;
+      queued_nodes_ += count;
+      queued_bytes_ += bytes;
+      queue_.push_back({std::move(nodes), bytes});
+      if (!running_) {
+        running_ = true;
+        std::thread([this] { run(); }).detach();
+      }
     }
     cv_.notify_one();
   }
@@ -42,29 +67,40 @@ class StreamWorker {
   }
 
  private:
+  struct Batch {
+    std::vector<array> nodes;
+    size_t bytes;
+  };
+
   void run() {
     for (;;) {
-      std::vector<array> batch;
+      Batch batch;
       {
         std::unique_lock lock(mutex_);
-        cv_.wait(lock, [this] { return !queue_.empty(); });
+        if (!cv_.wait_for(lock, kStreamIdleTimeout, [this] { return !queue_.empty(); })) {
+          running_ = false;  // the thread ends; the next submit starts another
+          return;
+        }
         batch = std::move(queue_.front());
         queue_.pop_front();
+        queued_nodes_ -= static_cast<int64_t>(batch.nodes.size());
+        queued_bytes_ -= batch.bytes;
       }
-      const int64_t count = static_cast<int64_t>(batch.size());
+      space_cv_.notify_all();
+      const int64_t count = static_cast<int64_t>(batch.nodes.size());
       if (stream_.device.type == Device::gpu) {
-        gpu_evaluate_batch(batch, stream_);
+        gpu_evaluate_batch(batch.nodes, stream_);
       } else {
-        for (auto& node : batch) {
+        for (auto& node : batch.nodes) {
           evaluate_node(node, stream_);
           // Drop each handle as soon as it is computed, so that the batch
           // does not keep every node of a long chain alive.
-          node = array(std::shared_ptr<ArrayDesc>());
+          detail::release(node);
         }
       }
       // Drop the handles before counting the tasks done so that their
       // memory is released by the time synchronize returns.
-      batch.clear();
+      batch.nodes.clear();
       std::lock_guard lock(mutex_);
       pending_ -= count;
       if (pending_ == 0) idle_cv_.notify_all();
@@ -73,10 +109,12 @@ class StreamWorker {
 
   Stream stream_;
   std::mutex mutex_;
-  std::condition_variable cv_, idle_cv_;
-  std::deque<std::vector<array>> queue_;
-  int64_t pending_ = 0;
-  std::thread thread_;
+  std::condition_variable cv_, idle_cv_, space_cv_;
+  std::deque<Batch> queue_;
+  int64_t pending_ = 0;       // submitted and not finished
+  int64_t queued_nodes_ = 0;  // in queue_ (not started)
+  size_t queued_bytes_ = 0;   // outputs of the nodes in queue_
+  bool running_ = false;      // a thread serves the queue
 };
 
 class Scheduler {
@@ -128,7 +166,8 @@ class Scheduler {
   // Serializes graph walks so that a node is scheduled exactly once.
   std::mutex& schedule_mutex() { return schedule_mutex_; }
 
-  Device default_device_{Device::cpu};
+  // Read by every op (to_stream) and written by set_default_device from any thread.
+  std::atomic<Device> default_device_{Device::cpu};
 
  private:
   std::mutex mutex_;
@@ -140,6 +179,30 @@ class Scheduler {
 
 thread_local int tl_keep_graph = 0;
 
+// A node this eval must compute: never scheduled, or failed before. A failed
+// node keeps its primitive and inputs, so it is run again (its cause, such
+// as the memory limit, may be gone); it and its siblings (which failed with
+// it) are reset under their locks, as threads that saw them fail may still
+// be reading their error (see node_outcome).
+bool needs_run(const array& a) {
+  ArrayDesc& d = *a.desc();
+  Status s = d.get_status();
+  if (s != Status::failed) return s == Status::unscheduled;
+  auto reset = [](ArrayDesc& x) {
+    NodeLock lock(x);
+    x.error.clear();
+    x.status.store(static_cast<int>(Status::unscheduled), std::memory_order_relaxed);
+  };
+  if (!d.siblings) {
+    reset(d);
+  } else {
+    for (const auto& w : d.siblings->descs) {
+      if (auto sib = w.lock()) reset(*sib);
+    }
+  }
+  return true;
+}
+
 // Post-order of the unscheduled part of the graph, without recursion. The
 // siblings of a multi-output node are one task: the first one reached
 // stands for all of them.
@@ -147,7 +210,8 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
   std::vector<array> tape;
   std::unordered_set<const ArrayDesc*> seen;
   auto visit = [&seen](const array& a) {
-    if (a.desc()->get_status() != Status::unscheduled || !seen.insert(a.desc().get()).second) return false;
+    if (seen.count(a.desc().get()) || !needs_run(a)) return false;
+    seen.insert(a.desc().get());
     if (const auto& sib = a.desc()->siblings) {
       for (const auto& w : sib->descs) {
         if (auto d = w.lock()) seen.insert(d.get());
@@ -197,10 +261,10 @@ void schedule(const std::vector<array>& outputs) {
   // Hand the tape over in runs of consecutive nodes of one stream.
   size_t i = 0;
   while (i < tape.size()) {
-    Stream s = tape[i].primitive()->stream();
+    Stream s = tape[i].desc()->primitive->stream();
     StreamWorker& worker = sched.worker(s);  // may throw: before any node is marked
     std::vector<array> run;
-    while (i < tape.size() && tape[i].primitive()->stream() == s) {
+    while (i < tape.size() && tape[i].desc()->primitive->stream() == s) {
       mark_scheduled(*tape[i].desc(), keep_graph);
       run.push_back(std::move(tape[i]));
       ++i;
@@ -209,13 +273,34 @@ void schedule(const std::vector<array>& outputs) {
   }
 }
 
+void check_handles(const std::vector<array>& outputs, const char* op) {
+  for (const auto& out : outputs) {
+    if (!out.desc()) {
+      throw Error(std::string("[") + op + "] an array handle is empty (it was moved from); assign it an array first");
+    }
+  }
+}
+
 }  // namespace
+
+// Waits until a node is computed; returns "" when it is available, else its
+// error. Another thread's eval may re-run a failed node meanwhile: then this
+// waits for that run.
+std::string node_outcome(const ArrayDesc& d) {
+  for (;;) {
+    d.wait();
+    NodeLock lock(d);
+    Status s = d.get_status();
+    if (s == Status::available) return {};
+    if (s == Status::failed) return d.error;
+  }
+}
 
 bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch) {
   for (const auto& in : d.inputs) {
     if (same_batch && same_batch->count(in.desc().get())) continue;
-    in.desc()->wait();
-    if (in.desc()->get_status() == Status::failed && d.error.empty()) d.error = in.desc()->error;
+    std::string error = node_outcome(*in.desc());
+    if (!error.empty() && d.error.empty()) d.error = std::move(error);
   }
   return d.error.empty();
 }
@@ -226,34 +311,38 @@ std::vector<array> node_outputs(const array& node) {
   std::vector<array> outs;
   for (size_t i = 0; i < sib->descs.size(); ++i) {
     if (auto d = sib->descs[i].lock()) {
-      outs.push_back(array(std::move(d)));
+      outs.push_back(array(std::move(d), detail::DescTag{}));
     } else {
       // Nobody holds this output: the kernel still writes it, to scratch.
-      outs.push_back(array(std::make_shared<ArrayDesc>(sib->shapes[i], sib->dtypes[i])));
+      outs.push_back(array(std::make_shared<ArrayDesc>(sib->shapes[i], sib->dtypes[i]), detail::DescTag{}));
     }
   }
   return outs;
 }
 
-std::vector<array> release_inputs(ArrayDesc& d) {
-  if (d.keep_graph) return d.inputs;
-  return std::move(d.inputs);
-}
+std::vector<array> inputs_to_hold(const ArrayDesc& d) { return d.inputs; }
 
 void finish_node(array& node) {
   ArrayDesc& d = *node.desc();
   const std::string error = d.error;
   auto publish = [&error](ArrayDesc& x) {
-    bool failed = !error.empty();
-    if (failed) {
+    if (!error.empty()) {
+      // Keeps primitive and inputs: a later eval runs the node again.
       x.error = error;
       x.buffer.reset();
+      x.set_status(Status::failed);
+      return;
     }
     if (!x.keep_graph) {
-      x.inputs.clear();
-      x.primitive.reset();
+      // Detached under the node's lock (other threads may be inspecting
+      // it); the inputs and primitive are released after it.
+      std::vector<array> inputs;
+      std::shared_ptr<Primitive> primitive;
+      NodeLock lock(x);
+      inputs.swap(x.inputs);
+      primitive.swap(x.primitive);
     }
-    x.set_status(failed ? Status::failed : Status::available);
+    x.set_status(Status::available);
   };
   if (!d.siblings) return publish(d);
   // Keep the siblings alive while they are published.
@@ -276,7 +365,7 @@ void evaluate_node(array& node, const Stream& stream) {
         // consumers wait on and holds the inputs until the kernels ran.
         gpu_begin_node(stream);
         d.primitive->eval_gpu(d.inputs, outputs);
-        gpu_end_node(stream, release_inputs(d));
+        gpu_end_node(stream, inputs_to_hold(d));
       }
     } catch (const std::exception& e) {
       d.error = e.what();
@@ -290,29 +379,31 @@ KeepGraphScope::~KeepGraphScope() { --tl_keep_graph; }
 bool KeepGraphScope::active() { return tl_keep_graph > 0; }
 
 void eval(std::vector<array> outputs) {
+  check_handles(outputs, "eval");
   schedule(outputs);
   for (const auto& out : outputs) {
-    out.desc()->wait();
-    if (out.desc()->get_status() == Status::failed) {
-      throw Error(out.desc()->error);
-    }
+    std::string error = node_outcome(*out.desc());
+    if (!error.empty()) throw Error(error);
     // A GPU result is computed asynchronously: wait for its kernels too.
     gpu_wait_ready(out);
   }
 }
 
-void async_eval(std::vector<array> outputs) { schedule(outputs); }
+void async_eval(std::vector<array> outputs) {
+  check_handles(outputs, "async_eval");
+  schedule(outputs);
+}
 
 bool is_available(const Device& d) {
   if (d.type == Device::cpu) return d.index == 0;
   return gpu_available() && d.index >= 0 && d.index < gpu_count();
 }
-Device default_device() { return Scheduler::instance().default_device_; }
+Device default_device() { return Scheduler::instance().default_device_.load(std::memory_order_relaxed); }
 void set_default_device(const Device& d) {
   if (!is_available(d)) {
     throw Error(std::string("[set_default_device] ") + device_unavailable_reason(d));
   }
-  Scheduler::instance().default_device_ = d;
+  Scheduler::instance().default_device_.store(d, std::memory_order_relaxed);
 }
 Stream default_stream(Device d) {
   if (!is_available(d)) throw Error(std::string("[default_stream] ") + device_unavailable_reason(d));

@@ -1,4 +1,7 @@
 #pragma once
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -6,6 +9,16 @@
 #include "kiln/array.h"
 
 namespace kiln {
+// Back-pressure on a stream's queue (see StreamWorker::submit in
+// scheduler.cpp): at most this many submissions, nodes and output bytes wait
+// there before a submitter blocks.
+constexpr int kMaxQueuedBatches = 64;
+constexpr int64_t kMaxQueuedNodes = int64_t{1} << 16;
+constexpr size_t kMaxQueuedBytes = size_t{1} << 30;
+// A stream's worker thread exits after this long without work (a program
+// that creates many streams does not keep a thread for each).
+constexpr std::chrono::milliseconds kStreamIdleTimeout{1000};
+
 // Runs one node's primitive on its stream's backend, after waiting for its
 // inputs; records failures in the node instead of throwing.
 void evaluate_node(array& node, const Stream& stream);
@@ -15,15 +28,17 @@ void evaluate_node(array& node, const Stream& stream);
 // node's inputs are computed, skipping those in `same_batch` (they are
 // computed earlier in the same batch); it returns false, with the node's
 // error set, when an input failed. finish_node publishes the node: status
-// available (or failed, with its buffer dropped) and inputs detached.
+// available with its inputs detached, or failed with its buffer dropped and
+// its primitive and inputs kept (the next eval runs it again).
 bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch);
 void finish_node(array& node);
 // Every output of node's primitive in order (node and its siblings; an
 // output nobody holds is a scratch array), as eval_cpu/eval_gpu take them.
 std::vector<array> node_outputs(const array& node);
-// The node's inputs for a backend that holds them until its kernels ran:
-// moved out, or copied when the node keeps its graph for a transform.
-std::vector<array> release_inputs(ArrayDesc& d);
+// The node's inputs for a backend that holds them until its kernels ran: a
+// copy, as finish_node detaches the node (or keeps its graph: a failed node
+// runs again, a transform walks the graph).
+std::vector<array> inputs_to_hold(const ArrayDesc& d);
 
 // While one is alive on a thread, nodes that thread schedules keep their
 // primitive and inputs after they run (transformations walk them later).

@@ -399,7 +399,11 @@ char* out_ptr(array& out) {
 
 void allocate(array& out, const char* op) {
   auto& d = *out.desc();
-  d.buffer = allocator::malloc_device(d.size * size_of(d.dtype), op);
+  try {
+    d.buffer = allocator::malloc_device(d.size * size_of(d.dtype), op);
+  } catch (const Error& e) {
+    throw Error(detail::allocation_failure(e, out));
+  }
   d.strides = row_major_strides(d.shape);
   d.offset = 0;
 }
@@ -570,7 +574,7 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
     count_graph_time(ns(t_begin, t_captured), ns(t_captured, t_prepared), ns(t_prepared, Clock::now()));
     std::vector<array> held;
     for (size_t i = begin; i < end; ++i) {
-      std::vector<array> in = release_inputs(*nodes[i].desc());
+      std::vector<array> in = inputs_to_hold(*nodes[i].desc());
       held.insert(held.end(), std::make_move_iterator(in.begin()), std::make_move_iterator(in.end()));
     }
     record_completion(st, stream.index, std::move(held));
@@ -580,7 +584,7 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   for (size_t i = begin; i < end; ++i) {
     if (!error.empty()) nodes[i].desc()->error = error;
     finish_node(nodes[i]);
-    nodes[i] = array(std::shared_ptr<ArrayDesc>());
+    detail::release(nodes[i]);
   }
   return true;
 }
@@ -609,7 +613,7 @@ void gpu_evaluate_batch(std::vector<array>& nodes, const Stream& stream) {
     if (!gs.enabled || j - i < gs.min_nodes || !launch_as_graph(nodes, i, j, stream)) {
       for (size_t k = i; k < j; ++k) {
         evaluate_node(nodes[k], stream);
-        nodes[k] = array(std::shared_ptr<ArrayDesc>());
+        detail::release(nodes[k]);
       }
     }
     i = j;
