@@ -1,6 +1,7 @@
 // Elementwise ops, casts and creation ops: argument checks, dtype
 // promotion, broadcasting, then a node.
 #include <cmath>
+#include <iterator>
 
 #include "core/ops_util.h"
 #include "core/primitives.h"
@@ -12,6 +13,7 @@ const char* unary_op_name(UnaryOp op) {
   static const char* names[] = {"abs",  "negative", "sign",  "exp",   "expm1", "log",        "log1p", "sqrt",
                                 "rsqrt", "square",  "sin",   "cos",   "tanh",  "sigmoid",    "erf",   "erfinv",
                                 "floor", "ceil",    "round", "relu",  "gelu",  "gelu_approx", "silu", "logical_not"};
+  static_assert(std::size(names) == kUnaryOpCount, "a UnaryOp without a name, or kUnaryOpCount out of date");
   return names[static_cast<int>(op)];
 }
 
@@ -19,6 +21,7 @@ const char* binary_op_name(BinaryOp op) {
   static const char* names[] = {"add",        "subtract", "multiply", "divide",     "power",     "maximum",
                                 "minimum",    "remainder", "equal",   "not_equal",  "less",      "less_equal",
                                 "greater",    "greater_equal", "logical_and", "logical_or"};
+  static_assert(std::size(names) == kBinaryOpCount, "a BinaryOp without a name, or kBinaryOpCount out of date");
   return names[static_cast<int>(op)];
 }
 

@@ -31,15 +31,21 @@ enum class UnaryOp : uint8_t {
   erfinv, floor, ceil, round, relu, gelu, gelu_approx, silu, logical_not,
 };
 const char* unary_op_name(UnaryOp op);
+// The number of enum values (the op harness checks each has a case); a
+// static_assert next to the names keeps it in step with the enum.
+inline constexpr int kUnaryOpCount = static_cast<int>(UnaryOp::logical_not) + 1;
 
 enum class BinaryOp : uint8_t {
   add, subtract, multiply, divide, power, maximum, minimum, remainder, equal, not_equal, less,
   less_equal, greater, greater_equal, logical_and, logical_or,
 };
 const char* binary_op_name(BinaryOp op);
+inline constexpr int kBinaryOpCount = static_cast<int>(BinaryOp::logical_or) + 1;
 bool is_comparison(BinaryOp op);  // output is bool
 
 enum class ReduceOp : uint8_t { sum, prod, max, min, all, any };
+const char* reduce_op_name(ReduceOp op);
+inline constexpr int kReduceOpCount = static_cast<int>(ReduceOp::any) + 1;
 
 class Unary : public Primitive {
  public:

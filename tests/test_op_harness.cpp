@@ -1,0 +1,62 @@
+// The op harness on the CPU (tests/harness): every registered case against
+// its float64 reference on every dtype and layout, its vjp / jvp against
+// finite differences, vmap against a loop, grad of grad; a coverage table;
+// and a test that fails when a primitive or an enum op has no case.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <iostream>
+#include <set>
+
+#include "harness/harness.h"
+#include "test_util.h"
+
+namespace kiln::harness {
+namespace {
+
+TEST(OpHarness, EveryCaseOnCpu) {
+  register_all();
+  const auto& cases = registry();
+  std::vector<Result> results;
+  int known = 0;
+  for (const auto& c : cases) {
+    results.push_back(run_case(c, RunOptions{}));
+    const auto& r = results.back();
+    if (!c.known_failure.empty()) {
+      ++known;
+      if (r.failures.empty()) std::cout << "known failure now passes: " << c.op << " " << c.name << "\n";
+      continue;
+    }
+    for (const auto& f : r.failures) ADD_FAILURE() << c.op << " [" << c.primitive << "] " << c.name << ": " << f;
+  }
+  std::cout << coverage_table(cases, results) << cases.size() << " cases, " << known << " known failures\n";
+}
+
+TEST(OpHarness, EveryPrimitiveAndEnumOpHasACase) {
+  register_all();
+  std::set<std::string> covered;
+  for (const auto& c : registry()) covered.insert(c.primitive);
+  for (const auto& p : required_primitives()) {
+    EXPECT_TRUE(covered.count(p)) << "no harness case exercises " << p << " (register one in tests/harness/)";
+  }
+}
+
+TEST(OpHarness, CasesHaveUniqueNames) {
+  register_all();
+  std::set<std::string> names;
+  for (const auto& c : registry()) {
+    EXPECT_TRUE(names.insert(c.op + "|" + c.primitive + "|" + c.name).second) << "duplicate case " << c.op << " " << c.name;
+  }
+}
+
+// Finite differences see stop_gradient as the identity; its rule is zero.
+TEST(OpHarness, StopGradientHasAZeroDerivative) {
+  array x = test::random_array({3, 5}, float64);
+  auto f = [](const array& v) { return sum(stop_gradient(v) * v); };
+  EXPECT_TRUE(test::all_close(grad(f)(x), test::to_double(x), 1e-15));
+  auto [out, tan] = jvp([](const array& v) { return stop_gradient(v); }, x, ones_like(x));
+  EXPECT_TRUE(test::all_close(tan, std::vector<double>(15, 0.0), 0.0));
+}
+
+}  // namespace
+}  // namespace kiln::harness
