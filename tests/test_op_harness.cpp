@@ -49,6 +49,27 @@ TEST(OpHarness, CasesHaveUniqueNames) {
   }
 }
 
+// The runner catches a wrong rule: sin with a vjp, a jvp and a batched rule
+// each off by a little (through custom_function).
+TEST(OpHarness, CatchesWrongRules) {
+  auto wrong = custom_function(
+      [](const Arrays& x) { return Arrays{sin(x[0])}; },
+      [](const Arrays& x, const Arrays& cot, const Arrays&) { return Arrays{cot[0] * cos(x[0]) * 1.001}; },
+      [](const Arrays& x, const Arrays& tan, const std::vector<int>&) { return Arrays{tan[0] * cos(x[0]) * 1.001}; },
+      [](const Arrays& x, const std::vector<int>& axes) {
+        return std::pair<Arrays, std::vector<int>>{{sin(x[0]) * 1.001}, {axes[0]}};
+      });
+  Case c{.op = "sin", .primitive = "Unary:sin", .name = "wrong rules", .fn = wrong, .inputs = {in({3, 4})},
+         .dtypes = {float32}, .diff = {0}};
+  Result r = run_case(c, RunOptions{});
+  EXPECT_EQ(r.cpu, Outcome::kPass);
+  EXPECT_EQ(r.vjp, Outcome::kFail);
+  EXPECT_EQ(r.jvp, Outcome::kFail);
+  EXPECT_EQ(r.vmap, Outcome::kFail);
+  // grad2 differentiates the (wrong) first derivative consistently: a wrong
+  // first rule is the vjp check's to catch.
+}
+
 // Finite differences see stop_gradient as the identity; its rule is zero.
 TEST(OpHarness, StopGradientHasAZeroDerivative) {
   array x = test::random_array({3, 5}, float64);
