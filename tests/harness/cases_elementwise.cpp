@@ -74,8 +74,8 @@ struct BinarySpec {
   std::vector<Dtype> dtypes;
 };
 
-const std::vector<Dtype> kFloats = {float32, float16, bfloat16};
-const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, int32};
+const std::vector<Dtype> kFloats = {float32, float16, bfloat16, float64};
+const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32};
 
 double py_mod(double a, double b) {
   double r = std::fmod(a, b);

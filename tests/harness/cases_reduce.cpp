@@ -85,8 +85,8 @@ array var0(const array& a, const std::vector<int>& axes, bool keepdims, StreamOr
 }
 array var0_all(const array& a, bool keepdims, StreamOrDevice s) { return var(a, keepdims, 0, s); }
 
-const std::vector<Dtype> kFloats = {float32, float16, bfloat16};
-const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, int32};
+const std::vector<Dtype> kFloats = {float32, float16, bfloat16, float64};
+const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32};
 
 const ReduceSpec kReduce[] = {
     {"sum", "Reduce:sum", sum, sum, fold_sum, -2, 2, true, true, kFloatsInt},

@@ -42,7 +42,7 @@ struct Case {
   std::string name;       // what this case varies (shapes, axes)
   OpFn fn;
   std::vector<Input> inputs;
-  std::vector<Dtype> dtypes = {float32, float16, bfloat16};
+  std::vector<Dtype> dtypes = {float32, float16, bfloat16, float64};
   RefFn ref;  // empty: fn on the float64 inputs
   bool layouts = true;        // every layout of tests/test_layouts.h, else contiguous only
   std::vector<int> diff;      // differentiable inputs (checked by vjp/jvp/grad2)

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <mutex>
@@ -177,6 +178,9 @@ void check(Outcome& o, std::vector<std::string>& failures, const std::string& wh
   } catch (const std::exception& e) {
     msg = std::string("threw: ") + e.what();
   }
+  // KILN_HARNESS_VERBOSE=1 lists every check as it runs.
+  static const bool verbose = std::getenv("KILN_HARNESS_VERBOSE") != nullptr;
+  if (verbose) std::printf("%s %s\n", msg.empty() ? "pass" : "FAIL", what.c_str());
   if (msg.empty()) {
     if (o == Outcome::kNotRun) o = Outcome::kPass;
   } else {
@@ -286,10 +290,10 @@ struct Transforms {
   Arrays v;   // a direction per differentiable input
 };
 
-Transforms transform_inputs(const Case& c) {
-  auto g = case_rng(c, "transforms");
+Transforms transform_inputs(const Case& c, Layout layout) {
+  auto g = case_rng(c, std::string("transforms ") + test::layout_name(layout));
   Transforms t;
-  t.x = make_inputs(c, float64, Layout::kContiguous, g);
+  t.x = make_inputs(c, float64, layout, g);
   t.xd = pick(t.x, c.diff);
   for (const auto& d : t.xd) t.v.push_back(random_values(d.shape(), float64, -1.0, 1.0, g));
   return t;
@@ -435,6 +439,15 @@ std::string check_vmap(const Case& c) {
   for (const auto& o : probe) out_axes.push_back(o.ndim() >= 1 ? 1 : 0);
   err = check_vmap_with(c, xb2, axes, out_axes);
   if (!err.empty()) return "in_axis " + std::to_string(axes[0]) + ", out_axis 1, others unbatched: " + err;
+  if (xb.size() < 2) return "";
+  // Only the last input batched (indices, values, a second operand).
+  Arrays xb3;
+  std::vector<int> axes3(xb.size(), -1);
+  for (size_t i = 0; i + 1 < xb.size(); ++i) xb3.push_back(unbatch(xb[i], 0, 0));
+  xb3.push_back(xb.back());
+  axes3.back() = 0;
+  err = check_vmap_with(c, xb3, axes3, {});
+  if (!err.empty()) return "only the last input batched: " + err;
   return "";
 }
 
@@ -455,14 +468,18 @@ Result run_case(const Case& c, const RunOptions& opts) {
   if (!opts.cpu) r.cpu = Outcome::kNotRun;
   if (!opts.transforms) return r;
   DeviceScope device(opts.transform_device);
-  if (!c.diff.empty()) {
+  // Derivatives at contiguous inputs and at strided views (the cotangent of
+  // a view has the view's logical shape).
+  for (Layout layout : {Layout::kContiguous, Layout::kStrided}) {
+    if (c.diff.empty() || (!c.layouts && layout != Layout::kContiguous)) break;
+    const std::string where = std::string(" (") + test::layout_name(layout) + " inputs)";
     Transforms t;
-    check(r.vjp, r.failures, "vjp", [&] {
-      t = transform_inputs(c);
+    check(r.vjp, r.failures, "vjp" + where, [&] {
+      t = transform_inputs(c, layout);
       return check_vjp(c, t);
     });
-    if (c.jvp && !t.x.empty()) check(r.jvp, r.failures, "jvp", [&] { return check_jvp(c, t); });
-    if (c.grad2 && !t.x.empty()) check(r.grad2, r.failures, "grad of grad", [&] { return check_grad2(c, t); });
+    if (c.jvp && !t.x.empty()) check(r.jvp, r.failures, "jvp" + where, [&] { return check_jvp(c, t); });
+    if (c.grad2 && !t.x.empty()) check(r.grad2, r.failures, "grad of grad" + where, [&] { return check_grad2(c, t); });
   }
   if (c.vmap && !c.inputs.empty()) check(r.vmap, r.failures, "vmap", [&] { return check_vmap(c); });
   return r;
