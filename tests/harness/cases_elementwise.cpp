@@ -128,10 +128,8 @@ void register_elementwise() {
       } else if (u.integers) {
         c.dtypes = kFloatsInt;
       }
-      if (u.smooth) {
-        c.diff = {0};
-        c.grad2 = true;
-      }
+      c.diff = {0};
+      c.grad2 = u.smooth;
       add(std::move(c));
     }
   }
@@ -147,10 +145,10 @@ void register_elementwise() {
       c.inputs = {in(sa, b.alo, b.ahi), in(sb, b.blo, b.bhi)};
       c.ref = ref_binary(b.ref);
       c.dtypes = b.dtypes;
-      if (b.diff) {
-        c.diff = {0, 1};
-        c.grad2 = true;
-      }
+      // Comparisons and logical ops are differentiated too: their cotangents
+      // must be zeros of the inputs' shapes.
+      c.diff = {0, 1};
+      c.grad2 = b.diff;
       add(std::move(c));
     }
   }

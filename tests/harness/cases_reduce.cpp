@@ -165,7 +165,7 @@ void register_reduce() {
       c.op = r.name;
       c.primitive = r.primitive;
       c.name = test::fmt(ac.shape) + " axes " + (ac.axes.empty() ? "all" : test::fmt(ac.axes)) +
-               (ac.keepdims ? " keepdims" : "") + (r.diff ? "" : " (not differentiated)");
+               (ac.keepdims ? " keepdims" : "") + (r.diff ? "" : " (zero derivative)");
       AxesFn f = r.axes_fn;
       AllFn fa = r.all_fn;
       auto axes = ac.axes;
@@ -175,10 +175,8 @@ void register_reduce() {
       c.ref = [fold, axes](const Arrays& x) { return std::vector<std::vector<double>>{reduce_ref(x[0], axes, fold)}; };
       c.inputs = {in(ac.shape, r.lo, r.hi)};
       c.dtypes = r.dtypes;
-      if (r.diff) {
-        c.diff = {0};
-        c.grad2 = true;
-      }
+      c.diff = {0};
+      c.grad2 = r.diff;
       // Sums of bfloat16 round each partial to 8 bits.
       c.rtol_scale = 2.0;
       add(std::move(c));
@@ -206,7 +204,8 @@ void register_reduce() {
             reduce_ref(flat, axes.empty() ? std::vector<int>{0} : axes, is_max ? fold_argmax : fold_argmin)};
       };
       c.inputs = {in(ac.shape, -3, 3)};
-      c.dtypes = {float32, float16, int32};
+      c.dtypes = {float32, float16, float64, int32};
+      c.diff = {0};  // a zero derivative
       add(std::move(c));
     }
   }
