@@ -38,17 +38,29 @@ void register_all() {
 
 std::vector<double> values(const array& a) { return test::to_double(a); }
 
-// Numpy broadcasting of b's values to shape `out` (b's shape right-aligned).
+// Numpy broadcasting of b's values to shape `out` (b's shape right-aligned),
+// walking `out` with an odometer (the references run on every case).
 std::vector<double> broadcast_values(const array& b, const Shape& out) {
   auto vb = values(b);
-  std::vector<double> r(test::numel(out));
+  const int nd = static_cast<int>(out.size());
   const Shape& sb = b.shape();
-  const int off = static_cast<int>(out.size() - sb.size());
+  const int off = nd - static_cast<int>(sb.size());
+  std::vector<int64_t> stride(nd, 0);
+  for (int64_t d = nd - 1, st = 1; d >= off; --d) {
+    stride[d] = sb[d - off] == 1 ? 0 : st;
+    st *= sb[d - off];
+  }
+  std::vector<double> r(test::numel(out));
+  std::vector<int> idx(nd, 0);
+  int64_t j = 0;
   for (size_t i = 0; i < r.size(); ++i) {
-    auto idx = test::unravel(static_cast<int64_t>(i), out);
-    int64_t j = 0;
-    for (size_t d = 0; d < sb.size(); ++d) j = j * sb[d] + (sb[d] == 1 ? 0 : idx[d + off]);
     r[i] = vb[j];
+    for (int d = nd - 1; d >= 0; --d) {
+      j += stride[d];
+      if (++idx[d] < out[d]) break;
+      j -= stride[d] * out[d];
+      idx[d] = 0;
+    }
   }
   return r;
 }
