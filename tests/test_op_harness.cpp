@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <iostream>
+#include <regex>
 #include <set>
 
 #include "harness/harness.h"
@@ -38,6 +40,32 @@ TEST(OpHarness, EveryPrimitiveAndEnumOpHasACase) {
   for (const auto& c : registry()) covered.insert(c.primitive);
   for (const auto& p : required_primitives()) {
     EXPECT_TRUE(covered.count(p)) << "no harness case exercises " << p << " (register one in tests/harness/)";
+  }
+}
+
+// Every op declared in include/kiln/ops.h and random.h has a case (read
+// from the headers, so a new op without a case fails here).
+TEST(OpHarness, EveryPublicOpHasACase) {
+  register_all();
+  std::set<std::string> ops;
+  for (const auto& c : registry()) ops.insert(c.op);
+  // Not ops on arrays: weak scalars of the C++ operators, and key creation.
+  const std::set<std::string> exempt = {"scalar_like", "as_weak_scalar", "random::key", "random::seed"};
+  const std::regex decl(R"(^(?:array|std::vector<array>|void) (\w+)\()");
+  for (const auto& [file, prefix] : {std::pair<std::string, std::string>{"ops.h", ""}, {"random.h", "random::"}}) {
+    std::ifstream in(std::string(KILN_SOURCE_DIR) + "/include/kiln/" + file);
+    ASSERT_TRUE(in) << file;
+    std::string line;
+    int found = 0;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (!std::regex_search(line, m, decl)) continue;
+      ++found;
+      const std::string name = prefix + m[1].str();
+      if (exempt.count(name)) continue;
+      EXPECT_TRUE(ops.count(name)) << name << " (" << file << ") has no harness case (register one in tests/harness/)";
+    }
+    EXPECT_GT(found, 5) << "no declarations read from " << file;
   }
 }
 

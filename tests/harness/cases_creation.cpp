@@ -65,6 +65,25 @@ void register_creation() {
                 [] { return std::vector<double>(6, 0.0); });
   creation_case("ones", "Broadcast", "(3)", [](Dtype t) { return ones({3}, t); }, [] { return std::vector<double>(3, 1.0); });
 
+  // zeros_like / ones_like: the input's shape and dtype, a zero derivative.
+  for (bool one : {false, true}) {
+    add({.op = one ? "ones_like" : "zeros_like",
+         .primitive = "Broadcast",
+         .name = "(3,5)",
+         .fn = [one](const Arrays& x) { return Arrays{one ? ones_like(x[0]) : zeros_like(x[0])}; },
+         .inputs = {in({3, 5})},
+         .dtypes = kNumeric,
+         .ref = ref_unary([one](double) { return one ? 1.0 : 0.0; }),
+         .diff = {0}});
+  }
+  add({.op = "broadcast_arrays",
+       .primitive = "Broadcast",
+       .name = "(3,1),(4) -> two (3,4)",
+       .fn = [](const Arrays& x) { return broadcast_arrays({x[0], x[1]}); },
+       .inputs = {in({3, 1}), in({4})},
+       .dtypes = kNumeric,
+       .diff = {0, 1}});
+
   // full from an array of values: differentiable in the values.
   add({.op = "full",
        .primitive = "Broadcast",
