@@ -157,6 +157,24 @@ void register_elementwise() {
     }
   }
 
+  // One input as both operands.
+  add({.op = "power",
+       .primitive = "Binary:power",
+       .name = "x ** x",
+       .fn = [](const Arrays& x) { return Arrays{power(x[0], x[0])}; },
+       .inputs = {in({3, 5}, 0.5, 2)},
+       .ref = ref_unary([](double v) { return std::pow(v, v); }),
+       .diff = {0},
+       .grad2 = true});
+  add({.op = "maximum",
+       .primitive = "Binary:maximum",
+       .name = "maximum(x, x) (ties everywhere)",
+       .fn = [](const Arrays& x) { return Arrays{maximum(x[0], x[0])}; },
+       .inputs = {in({7})},
+       .ref = ref_unary([](double v) { return v; }),
+       .diff = {0},
+       .grad2 = true});
+
   // where(condition, x, y): three-way broadcast, a bool condition.
   auto where_ref = [](const Arrays& x) {
     Shape out = broadcast_shape(broadcast_shape(x[0].shape(), x[1].shape()), x[2].shape());

@@ -245,6 +245,14 @@ void register_reduce() {
                                              {{4}, {4, 5}},          {{3, 4}, {4}},          {{5}, {5}},
                                              {{2, 3, 0}, {0, 2}},    {{1, 7}, {7, 1}},       {{33, 65}, {65, 31}},
                                              {{3, 17, 40}, {40, 9}}};
+  // One input on both sides: the cotangents of both uses add up.
+  add({.op = "matmul",
+       .primitive = "Matmul",
+       .name = "x @ x.T",
+       .fn = [](const Arrays& x) { return Arrays{matmul(x[0], transpose(x[0]))}; },
+       .inputs = {in({3, 5})},
+       .diff = {0},
+       .grad2 = true});
   for (const auto& [sa, sb] : kMatmul) {
     add({.op = "matmul",
          .primitive = "Matmul",

@@ -152,6 +152,21 @@ void register_shape() {
        .inputs = {in({}), in({}), in({})},
        .dtypes = kAll,
        .diff = {0, 1, 2}});
+  // One input used twice: the cotangents of both uses add up.
+  add({.op = "concatenate",
+       .primitive = "Concatenate",
+       .name = "x with itself, axis 0",
+       .fn = [](const Arrays& x) { return Arrays{concatenate({x[0], x[0]}, 0)}; },
+       .inputs = {in({2, 3})},
+       .diff = {0},
+       .grad2 = true});
+  add({.op = "slice_update",
+       .primitive = "SliceUpdate",
+       .name = "x into itself reversed",
+       .fn = [](const Arrays& x) { return Arrays{slice_update(x[0], flip(x[0], {1}), {0, 0}, {3, 4})}; },
+       .inputs = {in({3, 4})},
+       .diff = {0}});
+
   // stop_gradient: the identity forward (its zero derivative is checked in
   // test_op_harness.cpp; finite differences see the identity).
   add({.op = "stop_gradient",

@@ -435,6 +435,15 @@ std::string check_vmap(const Case& c) {
   }
   auto err = check_vmap_with(c, xb, std::vector<int>(xb.size(), 0), {});
   if (!err.empty()) return "in_axes 0: " + err;
+  // The same with batched inputs that are strided views.
+  Arrays xs_strided;
+  for (size_t i = 0; i < xb.size(); ++i) {
+    xs_strided.push_back(c.inputs[i].make ? xb[i] : test::make_input(xb[i].shape(), Layout::kStrided, [&](const Shape& s) {
+      return random_values(s, xb[i].dtype(), c.inputs[i].lo, c.inputs[i].hi, g);
+    }));
+  }
+  err = check_vmap_with(c, xs_strided, std::vector<int>(xb.size(), 0), {});
+  if (!err.empty()) return "in_axes 0, strided inputs: " + err;
   // The first input batched on axis 1 (when it has an axis), the others unbatched.
   Arrays xb2 = xb;
   std::vector<int> axes(xb.size(), -1);
