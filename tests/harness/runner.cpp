@@ -411,8 +411,9 @@ std::string check_vmap_with(const Case& c, const Arrays& xb, const std::vector<i
     Arrays slices;
     for (int b = 0; b < 3; ++b) slices.push_back(per[b][o]);
     array want = stack(slices, out_axes_wanted.empty() ? 0 : out_axes_wanted[o]);
-    if (got[o].shape() != want.shape()) {
-      return "output " + std::to_string(o) + " shape " + test::fmt(got[o].shape()) + " != " + test::fmt(want.shape());
+    if (got[o].shape() != want.shape() || got[o].dtype() != want.dtype()) {
+      return "output " + std::to_string(o) + " " + test::fmt(got[o].shape()) + " " + dtype_name(got[o].dtype()) +
+             " != " + test::fmt(want.shape()) + " " + dtype_name(want.dtype());
     }
     auto err = compare(values(got[o]), values(want), 1e-12);
     if (!err.empty()) return "output " + std::to_string(o) + " " + err;
