@@ -101,6 +101,7 @@ const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int3
 
 const ReduceSpec kReduce[] = {
     {"sum", "Reduce:sum", sum, sum, fold_sum, -2, 2, true, true, kFloatsInt},
+    {"sum", "Reduce:sum", sum, sum, fold_sum, 0, 1, false, true, {bool_}},
     {"prod", "Reduce:prod", prod, prod, fold_prod, 0.5, 1.5, true, true, kFloats},
     {"prod", "Reduce:prod", prod, prod, fold_prod, -3, 3, false, true, {int32}},
     {"max", "Reduce:max", max, max, fold_max, -2, 2, true, false, kFloatsInt},

@@ -390,7 +390,15 @@ std::string check_grad2(const Case& c, const Transforms& t) {
   return "";
 }
 
-// x with its leading batch axis moved to `axis`, and slice b of it.
+// x with its leading axis moved to the end.
+array first_axis_last(const array& x) {
+  std::vector<int> perm;
+  for (int d = 1; d < x.ndim(); ++d) perm.push_back(d);
+  perm.push_back(0);
+  return transpose(x, perm);
+}
+
+// Slice b of x along `axis`, without that axis.
 array unbatch(const array& xb, int axis, int b) {
   Shape start(xb.ndim(), 0), stop = xb.shape();
   start[axis] = b;
@@ -461,6 +469,17 @@ std::string check_vmap(const Case& c) {
   for (const auto& o : probe) out_axes.push_back(o.ndim() >= 1 ? 1 : 0);
   err = check_vmap_with(c, xb2, axes, out_axes);
   if (!err.empty()) return "in_axis " + std::to_string(axes[0]) + ", out_axis 1, others unbatched: " + err;
+  // Every input batched on its last axis.
+  if (xb[0].ndim() >= 3) {
+    Arrays xl;
+    std::vector<int> last;
+    for (const auto& x : xb) {
+      last.push_back(x.ndim() - 1);
+      xl.push_back(first_axis_last(x));
+    }
+    err = check_vmap_with(c, xl, last, {});
+    if (!err.empty()) return "in_axes last: " + err;
+  }
   if (xb.size() < 2) return "";
   // Only the last input batched (indices, values, a second operand).
   Arrays xb3;
