@@ -481,14 +481,15 @@ std::string check_vmap(const Case& c) {
     if (!err.empty()) return "in_axes last: " + err;
   }
   if (xb.size() < 2) return "";
-  // Only the last input batched (indices, values, a second operand).
-  Arrays xb3;
-  std::vector<int> axes3(xb.size(), -1);
-  for (size_t i = 0; i + 1 < xb.size(); ++i) xb3.push_back(unbatch(xb[i], 0, 0));
-  xb3.push_back(xb.back());
-  axes3.back() = 0;
-  err = check_vmap_with(c, xb3, axes3, {});
-  if (!err.empty()) return "only the last input batched: " + err;
+  // Each input alone batched (indices, values, a second operand), the others not.
+  for (size_t k = 0; k < xb.size(); ++k) {
+    Arrays xk;
+    std::vector<int> axes_k(xb.size(), -1);
+    for (size_t i = 0; i < xb.size(); ++i) xk.push_back(i == k ? xb[i] : unbatch(xb[i], 0, 0));
+    axes_k[k] = 0;
+    err = check_vmap_with(c, xk, axes_k, {});
+    if (!err.empty()) return "only input " + std::to_string(k) + " batched: " + err;
+  }
   return "";
 }
 
