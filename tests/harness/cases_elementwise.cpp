@@ -78,6 +78,8 @@ struct BinarySpec {
 
 const std::vector<Dtype> kFloats = {float32, float16, bfloat16, float64};
 const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32};
+// Every integer type, for the ops that cannot overflow.
+const std::vector<Dtype> kEvery = {float32, float16, bfloat16, float64, int32, uint8, int8, uint32, int64};
 
 double py_mod(double a, double b) {
   double r = std::fmod(a, b);
@@ -90,18 +92,18 @@ const BinarySpec kBinary[] = {
     {"multiply", multiply, [](double a, double b) { return a * b; }, -2, 2, -2, 2, true, kFloatsInt},
     {"divide", divide, [](double a, double b) { return a / b; }, -2, 2, 0.5, 2, true, kFloats},
     {"power", power, [](double a, double b) { return std::pow(a, b); }, 0.5, 2, -2, 2, true, kFloats},
-    {"maximum", maximum, [](double a, double b) { return std::max(a, b); }, -2, 2, -2, 2, true, kFloatsInt},
-    {"minimum", minimum, [](double a, double b) { return std::min(a, b); }, -2, 2, -2, 2, true, kFloatsInt},
+    {"maximum", maximum, [](double a, double b) { return std::max(a, b); }, -2, 2, -2, 2, true, kEvery},
+    {"minimum", minimum, [](double a, double b) { return std::min(a, b); }, -2, 2, -2, 2, true, kEvery},
     {"remainder", remainder, py_mod, -5, 5, 0.7, 2, true, kFloats},
     {"remainder", remainder, py_mod, -9, 9, -4, -1, false, {int32}},
     {"remainder", remainder, py_mod, -5, 5, -2, -0.7, true, {float32}},
-    {"equal", equal, [](double a, double b) { return double(a == b); }, -2, 2, -2, 2, false, kFloatsInt},
-    {"not_equal", not_equal, [](double a, double b) { return double(a != b); }, -2, 2, -2, 2, false, kFloatsInt},
-    {"less", less, [](double a, double b) { return double(a < b); }, -2, 2, -2, 2, false, kFloatsInt},
-    {"less_equal", less_equal, [](double a, double b) { return double(a <= b); }, -2, 2, -2, 2, false, kFloatsInt},
-    {"greater", greater, [](double a, double b) { return double(a > b); }, -2, 2, -2, 2, false, kFloatsInt},
+    {"equal", equal, [](double a, double b) { return double(a == b); }, -2, 2, -2, 2, false, kEvery},
+    {"not_equal", not_equal, [](double a, double b) { return double(a != b); }, -2, 2, -2, 2, false, kEvery},
+    {"less", less, [](double a, double b) { return double(a < b); }, -2, 2, -2, 2, false, kEvery},
+    {"less_equal", less_equal, [](double a, double b) { return double(a <= b); }, -2, 2, -2, 2, false, kEvery},
+    {"greater", greater, [](double a, double b) { return double(a > b); }, -2, 2, -2, 2, false, kEvery},
     {"greater_equal", greater_equal, [](double a, double b) { return double(a >= b); }, -2, 2, -2, 2, false,
-     kFloatsInt},
+     kEvery},
     {"logical_and", logical_and, [](double a, double b) { return double(a != 0 && b != 0); }, 0, 1, 0, 1, false,
      {bool_}},
     {"logical_or", logical_or, [](double a, double b) { return double(a != 0 || b != 0); }, 0, 1, 0, 1, false,

@@ -98,14 +98,15 @@ array var0_all(const array& a, bool keepdims, StreamOrDevice s) { return var(a, 
 
 const std::vector<Dtype> kFloats = {float32, float16, bfloat16, float64};
 const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32};
+const std::vector<Dtype> kEvery = {float32, float16, bfloat16, float64, int32, uint8, int8, uint32, int64};
 
 const ReduceSpec kReduce[] = {
     {"sum", "Reduce:sum", sum, sum, fold_sum, -2, 2, true, true, kFloatsInt},
     {"sum", "Reduce:sum", sum, sum, fold_sum, 0, 1, false, true, {bool_}},
     {"prod", "Reduce:prod", prod, prod, fold_prod, 0.5, 1.5, true, true, kFloats},
     {"prod", "Reduce:prod", prod, prod, fold_prod, -3, 3, false, true, {int32}},
-    {"max", "Reduce:max", max, max, fold_max, -2, 2, true, false, kFloatsInt},
-    {"min", "Reduce:min", min, min, fold_min, -2, 2, true, false, kFloatsInt},
+    {"max", "Reduce:max", max, max, fold_max, -2, 2, true, false, kEvery},
+    {"min", "Reduce:min", min, min, fold_min, -2, 2, true, false, kEvery},
     {"all", "Reduce:all", all, all, fold_all, 0, 1, false, true, {bool_, float32}},
     {"any", "Reduce:any", any, any, fold_any, 0, 1, false, true, {bool_, float32}},
     {"mean", "Reduce:sum", mean, mean, fold_mean, -2, 2, true, false, kFloatsInt},
@@ -219,7 +220,7 @@ void register_reduce() {
             reduce_ref(flat, axes.empty() ? std::vector<int>{0} : axes, is_max ? fold_argmax : fold_argmin)};
       };
       c.inputs = {in(ac.shape, -3, 3)};
-      c.dtypes = {float32, float16, float64, int32};
+      c.dtypes = {float32, float16, float64, int32, uint8, int64};
       c.diff = {0};  // a zero derivative
       add(std::move(c));
     }

@@ -130,6 +130,12 @@ std::mt19937_64 case_rng(const Case& c, const std::string& variant) {
 }
 
 array random_values(const Shape& shape, Dtype t, double lo, double hi, std::mt19937_64& g) {
+  // Unsigned types take the range shifted to start at 0 (a negative double
+  // converted to an unsigned type is undefined).
+  if ((t == uint8 || t == uint32) && lo < 0) {
+    hi -= lo;
+    lo = 0;
+  }
   std::uniform_real_distribution<double> dist(lo, hi);
   std::vector<double> v(test::numel(shape));
   for (auto& x : v) {
