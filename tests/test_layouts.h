@@ -40,6 +40,7 @@ using Gen = std::function<array(const Shape&)>;
 // a row-major array of any shape.
 inline array make_input(const Shape& shape, Layout layout, const Gen& gen) {
   const int nd = static_cast<int>(shape.size());
+  if (nd == 0) return gen(shape);  // a 0-d array has one layout
   switch (layout) {
     case Layout::kContiguous:
       return gen(shape);

@@ -1,6 +1,7 @@
 // Elementwise ops, casts and creation ops: argument checks, dtype
 // promotion, broadcasting, then a node.
 #include <cmath>
+#include <iterator>
 #include <optional>
 
 #include "core/array_desc.h"
@@ -16,6 +17,7 @@ const char* unary_op_name(UnaryOp op) {
                                 "floor", "ceil",    "round", "relu",  "gelu",  "gelu_approx", "silu", "logical_not",
                                 "tan",   "arcsin",  "arccos", "arctan", "sinh", "cosh",       "arcsinh", "arccosh",
                                 "arctanh", "log2",  "log10", "bitwise_invert"};
+  static_assert(std::size(names) == kUnaryOpCount, "a UnaryOp without a name, or kUnaryOpCount out of date");
   return names[static_cast<int>(op)];
 }
 
@@ -25,6 +27,7 @@ const char* binary_op_name(BinaryOp op) {
                                 "bitwise_and", "bitwise_or",  "bitwise_xor", "left_shift",    "right_shift",
                                 "equal",       "not_equal",   "less",        "less_equal",    "greater",
                                 "greater_equal", "logical_and", "logical_or"};
+  static_assert(std::size(names) == kBinaryOpCount, "a BinaryOp without a name, or kBinaryOpCount out of date");
   return names[static_cast<int>(op)];
 }
 

@@ -1,5 +1,6 @@
 // Reductions, arg-reductions, softmax and the ops composed from them.
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <numeric>
 
@@ -34,6 +35,16 @@ Shape squeezed_shape(const Shape& shape, const std::vector<int>& axes) {
   }
   return out;
 }
+
+}  // namespace
+
+const char* reduce_op_name(ReduceOp op) {
+  static const char* names[] = {"sum", "prod", "max", "min", "all", "any"};
+  static_assert(std::size(names) == kReduceOpCount, "a ReduceOp without a name, or kReduceOpCount out of date");
+  return names[static_cast<int>(op)];
+}
+
+namespace {
 
 Dtype reduce_dtype(ReduceOp op, Dtype in) {
   if (op == ReduceOp::all || op == ReduceOp::any) return bool_;

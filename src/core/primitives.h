@@ -32,6 +32,9 @@ enum class UnaryOp : uint8_t {
   cosh, arcsinh, arccosh, arctanh, log2, log10, bitwise_invert,
 };
 const char* unary_op_name(UnaryOp op);
+// The number of enum values (the op harness checks each has a case); a
+// static_assert next to the names keeps it in step with the enum.
+inline constexpr int kUnaryOpCount = static_cast<int>(UnaryOp::bitwise_invert) + 1;
 
 // Ops whose result has the input type come before `equal`; comparisons and
 // logical ops (bool results) from `equal` on.
@@ -41,9 +44,12 @@ enum class BinaryOp : uint8_t {
   logical_and, logical_or,
 };
 const char* binary_op_name(BinaryOp op);
+inline constexpr int kBinaryOpCount = static_cast<int>(BinaryOp::logical_or) + 1;
 bool is_comparison(BinaryOp op);  // output is bool
 
 enum class ReduceOp : uint8_t { sum, prod, max, min, all, any };
+const char* reduce_op_name(ReduceOp op);
+inline constexpr int kReduceOpCount = static_cast<int>(ReduceOp::any) + 1;
 
 class Unary : public Primitive {
  public:
