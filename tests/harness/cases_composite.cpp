@@ -43,7 +43,7 @@ void register_composite() {
        {0, 1});
   comp("divmod", "(3,5)x(5)", [](const Arrays& x) { return divmod(x[0], x[1]); }, {in({3, 5}, -5, 5), in({5}, 0.7, 2)},
        {}, f32_64);
-  comp("full_like", "(3,4)", [](const Arrays& x) { return Arrays{full_like(x[0], 2.5f), full_like(x[0], x[1], float32)}; },
+  comp("full_like", "(3,4)", [](const Arrays& x) { return Arrays{full_like(x[0], 2.5f), full_like(x[0], x[1], x[0].dtype())}; },
        {in({3, 4}), in({4})}, {1}, f32_64);
   // Matrix building and products.
   comp("tri", "5x4 k 1", [](const Arrays& x) { return Arrays{multiply(x[0], tri(5, 4, 1, x[0].dtype()))}; },

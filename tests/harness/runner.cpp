@@ -168,10 +168,15 @@ Arrays make_inputs(const Case& c, Dtype t, Layout layout, std::mt19937_64& g) {
 }
 
 // The same values in float64 (inputs of a fixed dtype are kept).
+// The reference precision of a case's inputs: float64, or int64 for ops
+// defined on integers only (bitwise ops), where float64 is not an input
+// they take.
 Arrays as_f64(const Case& c, const Arrays& xs) {
+  bool integer_op = std::none_of(c.dtypes.begin(), c.dtypes.end(), [](Dtype t) { return is_floating_point(t); });
   Arrays out;
   for (size_t i = 0; i < xs.size(); ++i) {
-    out.push_back(c.inputs[i].dtype || c.inputs[i].make ? xs[i] : astype(xs[i], float64, Device::cpu));
+    bool keep = c.inputs[i].dtype || c.inputs[i].make;
+    out.push_back(keep ? xs[i] : astype(xs[i], integer_op ? int64 : float64, Device::cpu));
   }
   return out;
 }
@@ -454,7 +459,8 @@ std::string check_vmap_with(const Case& c, const Arrays& xb, const std::vector<i
 
 std::string check_vmap(const Case& c) {
   auto g = case_rng(c, "vmap");
-  // A batch of 3 distinct inputs of each kind.
+  // A batch of 3 distinct inputs of each kind (int64 for integer-only ops).
+  bool integer_op = std::none_of(c.dtypes.begin(), c.dtypes.end(), [](Dtype t) { return is_floating_point(t); });
   Arrays xb;
   for (const auto& in : c.inputs) {
     if (in.make) {
@@ -463,7 +469,7 @@ std::string check_vmap(const Case& c) {
     }
     Shape s = in.shape;
     s.insert(s.begin(), 3);
-    xb.push_back(random_values(s, input_dtype(in, float64), in.lo, in.hi, g));
+    xb.push_back(random_values(s, input_dtype(in, integer_op ? int64 : float64), in.lo, in.hi, g));
   }
   auto err = check_vmap_with(c, xb, std::vector<int>(xb.size(), 0), {});
   if (!err.empty()) return "in_axes 0: " + err;
