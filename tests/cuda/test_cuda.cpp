@@ -121,7 +121,9 @@ TEST_F(Gpu, UnaryInteger) {
   for (Dtype t : {int8, int32, int64, uint8, uint32, bool_}) {
     for (auto& [lname, x] : layouts(19, 67, t, -50, 50)) {
       expect_same([&](StreamOrDevice s) { return abs(x, s); }, 0, std::string("abs ") + dtype_name(t) + lname);
-      expect_same([&](StreamOrDevice s) { return negative(x, s); }, 0, std::string("negative ") + dtype_name(t) + lname);
+      if (t != bool_) {  // negative of bool throws (MLX)
+        expect_same([&](StreamOrDevice s) { return negative(x, s); }, 0, std::string("negative ") + dtype_name(t) + lname);
+      }
       expect_same([&](StreamOrDevice s) { return square(x, s); }, 0, std::string("square ") + dtype_name(t) + lname);
       expect_same([&](StreamOrDevice s) { return sign(x, s); }, 0, std::string("sign ") + dtype_name(t) + lname);
       expect_same([&](StreamOrDevice s) { return logical_not(x, s); }, 0, std::string("not ") + dtype_name(t) + lname);
@@ -447,12 +449,13 @@ TEST_F(Gpu, ScatterAxis) {
   array v = random_array({37, 5});
   expect_same([&](StreamOrDevice s) { return scatter_add_axis(a, idx, v, 1, s); }, 1e-5, "scatter_add_axis");
   array idx0 = astype(random_array({4, 9}, float32, 0, 37), int32);
-  expect_same([&](StreamOrDevice s) { return scatter_add_axis(a, idx0, random_array({4, 9}, float32), 0, s); }, 1e-5,
-              "scatter_add_axis axis 0");
+  array v0 = random_array({4, 9});
+  expect_same([&](StreamOrDevice s) { return scatter_add_axis(a, idx0, v0, 0, s); }, 1e-5, "scatter_add_axis axis 0");
   // put_along_axis with distinct indices per line: deterministic.
   array perm = reshape(astype(arange(0, 9, 1, int32), int32), {1, 9});
-  expect_same([&](StreamOrDevice s) { return put_along_axis(a, broadcast_to(perm, {37, 9}), v * 0.0f + 3.0f, 1, s); },
-              0, "put_along_axis");
+  array v9 = random_array({37, 9});
+  expect_same([&](StreamOrDevice s) { return put_along_axis(a, broadcast_to(perm, {37, 9}), v9, 1, s); }, 0,
+              "put_along_axis");
 }
 
 TEST_F(Gpu, GradientsRunOnTheGpu) {
@@ -565,7 +568,9 @@ TEST_F(Gpu, SignedZerosTanhAndIntegerPowers) {
     EXPECT_EQ(signs(negative(x, Device::gpu)), (std::vector<bool>{false, true, false, true})) << dtype_name(t);
     EXPECT_EQ(signs(remainder(x, y, Device::gpu)), (std::vector<bool>{false, false, false, true})) << dtype_name(t);
     const double inf = INFINITY;
-    array big = array({9.02, -9.02, inf, -inf, 30.0}, {5}, t);
+    // 9.02 is where float32's tanh rounds to 1; float64 gets there later.
+    const double edge = t == float64 ? 20.0 : 9.02;
+    array big = array({edge, -edge, inf, -inf, 30.0}, {5}, t);
     EXPECT_TRUE(all_close(tanh(big, Device::gpu), {1.0, -1.0, 1.0, -1.0, 1.0}, 0.0)) << dtype_name(t);
   }
   array base = array({2, 3, -1}, {3});
