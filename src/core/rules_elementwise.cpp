@@ -110,19 +110,12 @@ std::pair<std::optional<array>, std::optional<array>> binary_partials(BinaryOp o
 std::pair<std::vector<array>, std::vector<int>> elementwise_vmap(const std::shared_ptr<Primitive>& p,
                                                                  const std::vector<array>& inputs,
                                                                  const std::vector<int>& axes, Dtype out_dtype) {
+  // Every input of an elementwise node has the node's shape: batch-first,
+  // each is [n, shape...] (an unbatched one broadcast along n).
   int n = detail::batch_size(inputs, axes);
   std::vector<array> xs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    xs.push_back(detail::batch_first(inputs[i], axes[i], n));
-  }
-  // All inputs of an elementwise node share one shape: broadcast them.
+  for (size_t i = 0; i < inputs.size(); ++i) xs.push_back(detail::batch_first(inputs[i], axes[i], n));
   Shape shape = xs[0].shape();
-  for (const auto& x : xs) {
-    if (x.ndim() > static_cast<int>(shape.size())) shape = x.shape();
-  }
-  for (auto& x : xs) {
-    if (x.shape() != shape) x = broadcast_to(x, shape);
-  }
   return {{array(shape, out_dtype, p, xs)}, {0}};
 }
 

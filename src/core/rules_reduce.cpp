@@ -168,13 +168,11 @@ std::vector<array> Matmul::jvp(const std::vector<array>& primals, const std::vec
 std::pair<std::vector<array>, std::vector<int>> Matmul::vmap(const std::vector<array>& inputs,
                                                              const std::vector<int>& axes) {
   detail::RuleStreamScope scope(stream());
-  int n = detail::batch_size(inputs, axes);
-  // Batch axes broadcast in matmul: an unbatched operand needs no copy.
+  detail::batch_size(inputs, axes);  // checks the mapped sizes agree
+  // matmul broadcasts batch axes (right-aligned): an unbatched operand
+  // needs no copy, the batched one leads with the mapped axis.
   array a = axes[0] >= 0 ? detail::move_axis(inputs[0], axes[0], 0) : inputs[0];
   array b = axes[1] >= 0 ? detail::move_axis(inputs[1], axes[1], 0) : inputs[1];
-  // A batched operand of rank 2 + 1 against an unbatched one of rank 2
-  // broadcasts on its own; pad the shorter one when ranks differ more.
-  (void)n;
   return {{matmul(a, b)}, {0}};
 }
 std::vector<Shape> Matmul::output_shapes(const std::vector<array>& inputs) {
