@@ -20,54 +20,6 @@
 namespace kiln {
 namespace {
 
-const void* group_key(const array& a) {
-  const auto& d = a.desc();
-  return d->siblings ? static_cast<const void*>(d->siblings.get()) : static_cast<const void*>(d.get());
-}
-
-bool is_stop(const array& a) { return a.has_primitive() && dynamic_cast<StopGradient*>(a.primitive().get()); }
-
-// The nodes between the tracers and the outputs, each after its inputs.
-// Only nodes that depend on a tracer are listed; `depends` holds the desc
-// of every array (tracers included) that does.
-std::vector<array> trace_tape(const std::vector<array>& tracers, const std::vector<array>& outputs,
-                              std::unordered_set<const ArrayDesc*>& depends) {
-  for (const auto& t : tracers) depends.insert(t.desc().get());
-  std::vector<array> order;
-  std::unordered_set<const void*> seen;
-  for (const auto& t : tracers) seen.insert(group_key(t));
-  struct Frame {
-    array node;
-    size_t next;
-  };
-  std::vector<Frame> stack;
-  auto leaf = [](const array& a) { return !a.has_primitive() || is_stop(a); };
-  for (const auto& o : outputs) {
-    if (leaf(o) || !seen.insert(group_key(o)).second) continue;
-    stack.push_back({o, 0});
-    while (!stack.empty()) {
-      Frame& f = stack.back();
-      const auto& in = f.node.inputs();
-      if (f.next < in.size()) {
-        const array& a = in[f.next++];
-        if (!leaf(a) && seen.insert(group_key(a)).second) stack.push_back({a, 0});
-        continue;
-      }
-      order.push_back(f.node);
-      stack.pop_back();
-    }
-  }
-  std::vector<array> tape;
-  for (const auto& n : order) {
-    bool dep = false;
-    for (const auto& a : n.inputs()) dep = dep || depends.count(a.desc().get());
-    if (!dep) continue;
-    for (const auto& o : n.outputs()) depends.insert(o.desc().get());
-    tape.push_back(n);
-  }
-  return tape;
-}
-
 // A node standing for a primal inside the traced function: a view of it.
 array make_tracer(const array& p) {
   return make_node<Reshape>(p.shape(), p.dtype(), {p}, to_stream({}), p.shape());
@@ -100,7 +52,7 @@ std::pair<std::vector<array>, std::vector<array>> vjp_impl(
     }
   }
   std::unordered_set<const ArrayDesc*> depends;
-  std::vector<array> tape = trace_tape(tracers, outputs, depends);
+  std::vector<array> tape = detail::dependent_tape(tracers, outputs, false, depends);
 
   std::unordered_map<const ArrayDesc*, array> cot;
   auto accumulate = [&cot](const array& a, const array& c) {
@@ -193,7 +145,7 @@ std::pair<std::vector<array>, std::vector<array>> jvp(
     outputs = fun(tracers);
   }
   std::unordered_set<const ArrayDesc*> depends;
-  std::vector<array> tape = trace_tape(tracers, outputs, depends);
+  std::vector<array> tape = detail::dependent_tape(tracers, outputs, false, depends);
   std::unordered_map<const ArrayDesc*, array> tan;
   for (size_t i = 0; i < tracers.size(); ++i) {
     array t = tangents[i].dtype() == primals[i].dtype() ? tangents[i] : astype(tangents[i], primals[i].dtype());

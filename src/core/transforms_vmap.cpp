@@ -49,37 +49,23 @@ array batch_first(const array& a, int axis, int n) {
   return broadcast_to(x, s);
 }
 
-int batch_size(const std::vector<array>& inputs, const std::vector<int>& axes) {
-  int n = -1;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (axes[i] < 0) continue;
-    int m = inputs[i].shape(axes[i]);
-    if (n >= 0 && m != n) {
-      throw Error("[vmap] mapped inputs have different sizes along their mapped axes (" + std::to_string(n) +
-                  " and " + std::to_string(m) + ")");
-    }
-    n = m;
-  }
-  return n;
-}
-
-}  // namespace detail
-
 namespace {
-
 const void* group_key(const array& a) {
   const auto& d = a.desc();
   return d->siblings ? static_cast<const void*>(d->siblings.get()) : static_cast<const void*>(d.get());
 }
+}  // namespace
 
-// Post-order of the nodes reachable from outputs that depend on one of the
-// placeholders.
-std::vector<array> dependent_tape(const std::vector<array>& placeholders, const std::vector<array>& outputs) {
-  std::unordered_set<const ArrayDesc*> depends;
+std::vector<array> dependent_tape(const std::vector<array>& sources, const std::vector<array>& outputs,
+                                  bool through_stop_gradient, std::unordered_set<const ArrayDesc*>& depends) {
+  auto leaf = [through_stop_gradient](const array& a) {
+    if (!a.has_primitive()) return true;
+    return !through_stop_gradient && dynamic_cast<StopGradient*>(a.primitive().get()) != nullptr;
+  };
   std::unordered_set<const void*> seen;
-  for (const auto& p : placeholders) {
-    depends.insert(p.desc().get());
-    seen.insert(group_key(p));
+  for (const auto& s : sources) {
+    depends.insert(s.desc().get());
+    seen.insert(group_key(s));
   }
   std::vector<array> order;
   struct Frame {
@@ -88,14 +74,14 @@ std::vector<array> dependent_tape(const std::vector<array>& placeholders, const 
   };
   std::vector<Frame> stack;
   for (const auto& o : outputs) {
-    if (!o.has_primitive() || !seen.insert(group_key(o)).second) continue;
+    if (leaf(o) || !seen.insert(group_key(o)).second) continue;
     stack.push_back({o, 0});
     while (!stack.empty()) {
       Frame& f = stack.back();
       const auto& in = f.node.inputs();
       if (f.next < in.size()) {
         const array& a = in[f.next++];
-        if (a.has_primitive() && seen.insert(group_key(a)).second) stack.push_back({a, 0});
+        if (!leaf(a) && seen.insert(group_key(a)).second) stack.push_back({a, 0});
         continue;
       }
       order.push_back(f.node);
@@ -113,7 +99,21 @@ std::vector<array> dependent_tape(const std::vector<array>& placeholders, const 
   return tape;
 }
 
-}  // namespace
+int batch_size(const std::vector<array>& inputs, const std::vector<int>& axes) {
+  int n = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (axes[i] < 0) continue;
+    int m = inputs[i].shape(axes[i]);
+    if (n >= 0 && m != n) {
+      throw Error("[vmap] mapped inputs have different sizes along their mapped axes (" + std::to_string(n) +
+                  " and " + std::to_string(m) + ")");
+    }
+    n = m;
+  }
+  return n;
+}
+
+}  // namespace detail
 
 std::function<std::vector<array>(const std::vector<array>&)> vmap(
     const std::function<std::vector<array>(const std::vector<array>&)>& fun, const std::vector<int>& in_axes,
@@ -165,7 +165,8 @@ std::function<std::vector<array>(const std::vector<array>&)> vmap(
         if (ax[i] >= 0) mapped.emplace(placeholders[k++].desc().get(), std::make_pair(inputs[i], ax[i]));
       }
     }
-    std::vector<array> tape = dependent_tape(placeholders, outs);
+    std::unordered_set<const ArrayDesc*> depends;
+    std::vector<array> tape = detail::dependent_tape(placeholders, outs, true, depends);
     std::vector<array> keep_alive;
     for (const auto& node : tape) {
       std::vector<array> ins;
