@@ -1,8 +1,8 @@
 #include <atomic>
 #include <cstring>
 
-#include "backend/cpu/cast.h"
 #include "core/array_desc.h"
+#include "core/host_cast.h"
 #include "core/ops_util.h"
 #include "core/primitive.h"
 
@@ -64,7 +64,7 @@ array::array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype)
   }
   array self(desc_, detail::DescTag{});
   detail::allocate(self, "array");
-  cpu::cast_contiguous(data, src_dtype, detail::data_ptr(self), dtype, desc_->size);
+  detail::host_cast(data, src_dtype, detail::data_ptr(self), dtype, desc_->size);
   desc_->set_status(Status::available);
 }
 
@@ -218,7 +218,7 @@ void array::item_into(void* out, Dtype dtype) const {
                 dtype_name(this->dtype()));
   }
   eval();
-  cpu::cast_contiguous(detail::data_ptr(*this), desc_->dtype, out, dtype, 1);
+  detail::host_cast(detail::data_ptr(*this), desc_->dtype, out, dtype, 1);
 }
 
 const void* array::raw_data(Dtype expected) const {

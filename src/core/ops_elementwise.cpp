@@ -11,25 +11,17 @@
 
 namespace kiln {
 
+#define KILN_NAME_ENTRY(name) #name,
 const char* unary_op_name(UnaryOp op) {
-  static const char* names[] = {"abs",  "negative", "sign",  "exp",   "expm1", "log",        "log1p", "sqrt",
-                                "rsqrt", "square",  "sin",   "cos",   "tanh",  "sigmoid",    "erf",   "erfinv",
-                                "floor", "ceil",    "round", "relu",  "gelu",  "gelu_approx", "silu", "logical_not",
-                                "tan",   "arcsin",  "arccos", "arctan", "sinh", "cosh",       "arcsinh", "arccosh",
-                                "arctanh", "log2",  "log10", "bitwise_invert"};
-  static_assert(std::size(names) == kUnaryOpCount, "a UnaryOp without a name, or kUnaryOpCount out of date");
+  static const char* names[] = {KILN_UNARY_OPS(KILN_NAME_ENTRY)};
   return names[static_cast<int>(op)];
 }
 
 const char* binary_op_name(BinaryOp op) {
-  static const char* names[] = {"add",         "subtract",    "multiply",    "divide",        "power",
-                                "maximum",     "minimum",     "remainder",   "arctan2",       "floor_divide",
-                                "bitwise_and", "bitwise_or",  "bitwise_xor", "left_shift",    "right_shift",
-                                "equal",       "not_equal",   "less",        "less_equal",    "greater",
-                                "greater_equal", "logical_and", "logical_or"};
-  static_assert(std::size(names) == kBinaryOpCount, "a BinaryOp without a name, or kBinaryOpCount out of date");
+  static const char* names[] = {KILN_BINARY_OPS(KILN_NAME_ENTRY)};
   return names[static_cast<int>(op)];
 }
+#undef KILN_NAME_ENTRY
 
 bool is_comparison(BinaryOp op) {
   return op == BinaryOp::equal || op == BinaryOp::not_equal || op == BinaryOp::less ||

@@ -26,25 +26,32 @@ namespace kiln {
                                                        const std::vector<int>& axes) override;       \
   std::vector<Shape> output_shapes(const std::vector<array>& inputs) override;
 
-enum class UnaryOp : uint8_t {
-  abs, negative, sign, exp, expm1, log, log1p, sqrt, rsqrt, square, sin, cos, tanh, sigmoid, erf,
-  erfinv, floor, ceil, round, relu, gelu, gelu_approx, silu, logical_not, tan, arcsin, arccos, arctan, sinh,
-  cosh, arcsinh, arccosh, arctanh, log2, log10, bitwise_invert,
-};
-const char* unary_op_name(UnaryOp op);
-// The number of enum values (the op harness checks each has a case); a
-// static_assert next to the names keeps it in step with the enum.
-inline constexpr int kUnaryOpCount = static_cast<int>(UnaryOp::bitwise_invert) + 1;
-
+// The elementwise ops, listed once: the enums, their names and every
+// backend's dispatch switch are generated from these lists, and each entry
+// needs its definition in src/backend/common/op_math.inc (`<name>_op`), so an
+// op added here without one fails to compile on every backend.
+#define KILN_UNARY_OPS(X)                                                                                 \
+  X(abs) X(negative) X(sign) X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(square) X(sin) X(cos)  \
+  X(tanh) X(sigmoid) X(erf) X(erfinv) X(floor) X(ceil) X(round) X(relu) X(gelu) X(gelu_approx) X(silu)  \
+  X(logical_not) X(tan) X(arcsin) X(arccos) X(arctan) X(sinh) X(cosh) X(arcsinh) X(arccosh) X(arctanh) \
+  X(log2) X(log10) X(bitwise_invert)
 // Ops whose result has the input type come before `equal`; comparisons and
 // logical ops (bool results) from `equal` on.
-enum class BinaryOp : uint8_t {
-  add, subtract, multiply, divide, power, maximum, minimum, remainder, arctan2, floor_divide, bitwise_and,
-  bitwise_or, bitwise_xor, left_shift, right_shift, equal, not_equal, less, less_equal, greater, greater_equal,
-  logical_and, logical_or,
-};
+#define KILN_BINARY_OPS(X)                                                                                \
+  X(add) X(subtract) X(multiply) X(divide) X(power) X(maximum) X(minimum) X(remainder) X(arctan2)        \
+  X(floor_divide) X(bitwise_and) X(bitwise_or) X(bitwise_xor) X(left_shift) X(right_shift) X(equal)    \
+  X(not_equal) X(less) X(less_equal) X(greater) X(greater_equal) X(logical_and) X(logical_or)
+#define KILN_ENUM_ENTRY(name) name,
+#define KILN_COUNT_ENTRY(name) +1
+
+enum class UnaryOp : uint8_t { KILN_UNARY_OPS(KILN_ENUM_ENTRY) };
+const char* unary_op_name(UnaryOp op);
+// The number of enum values (the op harness checks each has a case).
+inline constexpr int kUnaryOpCount = 0 KILN_UNARY_OPS(KILN_COUNT_ENTRY);
+
+enum class BinaryOp : uint8_t { KILN_BINARY_OPS(KILN_ENUM_ENTRY) };
 const char* binary_op_name(BinaryOp op);
-inline constexpr int kBinaryOpCount = static_cast<int>(BinaryOp::logical_or) + 1;
+inline constexpr int kBinaryOpCount = 0 KILN_BINARY_OPS(KILN_COUNT_ENTRY);
 bool is_comparison(BinaryOp op);  // output is bool
 
 enum class ReduceOp : uint8_t { sum, prod, max, min, all, any };

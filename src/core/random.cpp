@@ -1,5 +1,5 @@
 // Random numbers from explicit keys (Philox-4x32-10 bits, see
-// backend/cpu/philox.h); distributions are ordinary ops on those bits, so
+// backend/common/philox.h); distributions are ordinary ops on those bits, so
 // they run on any stream with identical results.
 #include <cmath>
 #include <mutex>

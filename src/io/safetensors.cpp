@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "io/array_bytes.h"
 #include "kiln/io.h"
 #include "kiln/ops.h"
 
@@ -39,46 +40,6 @@ bool dtype_from_name(const std::string& name, Dtype* out) {
     }
   }
   return false;
-}
-
-const void* raw_bytes(const array& a) {
-  switch (a.dtype()) {
-    case bool_: return a.data<bool>();
-    case uint8: return a.data<uint8_t>();
-    case uint32: return a.data<uint32_t>();
-    case int8: return a.data<int8_t>();
-    case int32: return a.data<int32_t>();
-    case int64: return a.data<int64_t>();
-    case float16: return a.data<float16_t>();
-    case bfloat16: return a.data<bfloat16_t>();
-    case float32: return a.data<float>();
-    case float64: return a.data<double>();
-  }
-  return nullptr;
-}
-
-template <typename T>
-array array_from_bytes(const char* bytes, size_t n, const Shape& shape, Dtype dtype) {
-  std::vector<T> values(n);
-  if (n) std::memcpy(values.data(), bytes, n * sizeof(T));
-  return array(values, shape, dtype);
-}
-
-array make_array(const char* bytes, size_t n, const Shape& shape, Dtype dtype) {
-  switch (dtype) {
-    // std::vector<bool> is packed: bytes go through uint8 and convert.
-    case bool_: return array_from_bytes<uint8_t>(bytes, n, shape, bool_);
-    case uint8: return array_from_bytes<uint8_t>(bytes, n, shape, dtype);
-    case uint32: return array_from_bytes<uint32_t>(bytes, n, shape, dtype);
-    case int8: return array_from_bytes<int8_t>(bytes, n, shape, dtype);
-    case int32: return array_from_bytes<int32_t>(bytes, n, shape, dtype);
-    case int64: return array_from_bytes<int64_t>(bytes, n, shape, dtype);
-    case float16: return array_from_bytes<float16_t>(bytes, n, shape, dtype);
-    case bfloat16: return array_from_bytes<bfloat16_t>(bytes, n, shape, dtype);
-    case float32: return array_from_bytes<float>(bytes, n, shape, dtype);
-    case float64: return array_from_bytes<double>(bytes, n, shape, dtype);
-  }
-  throw Error("[load_safetensors] unknown dtype");
 }
 
 [[noreturn]] void bad_file(const std::string& file, const std::string& why) {
@@ -119,7 +80,7 @@ void save_safetensors(std::string file, std::unordered_map<std::string, array> a
   out.write(reinterpret_cast<const char*>(&header_size), 8);
   out.write(text.data(), static_cast<std::streamsize>(text.size()));
   for (auto& [name, a] : sorted) {
-    out.write(static_cast<const char*>(raw_bytes(a)), static_cast<std::streamsize>(a.nbytes()));
+    out.write(static_cast<const char*>(io::raw_bytes(a)), static_cast<std::streamsize>(a.nbytes()));
   }
   if (!out) throw Error("[save_safetensors] writing " + file + " failed");
 }
@@ -174,7 +135,7 @@ SafetensorsLoad load_safetensors(const std::string& file) {
                            std::to_string(count) + " " + dtype_name(dtype) + " elements in " +
                            std::to_string(data_size) + " data bytes");
       }
-      result.first.insert_or_assign(name, make_array(data + offsets[0], count, shape, dtype));
+      result.first.insert_or_assign(name, io::make_array(data + offsets[0], count, shape, dtype));
     } catch (const nlohmann::json::exception& e) {
       bad_file(file, "entry " + name + " is malformed: " + e.what());
     }

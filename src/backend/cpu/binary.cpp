@@ -52,12 +52,12 @@ void check_exponents(const array& base, const array& exponent) {
       strides.push_back(d.strides[k]);
     }
   }
-  cpu::Layout<1> l = cpu::collapse<1>(shape, {&strides});
+  layout::Layout<1> l = layout::collapse<1>(shape, {&strides});
   const T* p = reinterpret_cast<const T*>(detail::data_ptr(exponent));
   std::atomic<int64_t> bad{0};
-  cpu::parallel_for(cpu::num_rows(l), std::max<int64_t>(1, cpu::kElementwiseGrain / l.shape.back()),
+  cpu::parallel_for(layout::num_rows(l), std::max<int64_t>(1, cpu::kElementwiseGrain / l.shape.back()),
                     [&](int64_t s, int64_t e) {
-    cpu::for_each_row<1>(l, s, e, [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
+    layout::for_each_row<1>(l, s, e, [&](const std::array<int64_t, 1>& off, int64_t n, const std::array<int64_t, 1>& st) {
       T lowest = 0;
       for (int64_t k = 0; k < n; ++k) lowest = std::min(lowest, p[off[0] + k * st[0]]);
       if (lowest < 0) bad.store(lowest, std::memory_order_relaxed);
@@ -98,11 +98,11 @@ void Select::eval_cpu(const std::vector<array>& inputs, array& out) {
     const T* px = reinterpret_cast<const T*>(detail::data_ptr(x));
     const T* py = reinterpret_cast<const T*>(detail::data_ptr(y));
     T* po = reinterpret_cast<T*>(detail::data_ptr(out));
-    cpu::Layout<4> l = cpu::collapse<4>(
+    layout::Layout<4> l = layout::collapse<4>(
         out.shape(), {&out.desc()->strides, &cond.desc()->strides, &x.desc()->strides, &y.desc()->strides});
     int64_t inner = l.shape.back();
-    cpu::parallel_for(cpu::num_rows(l), std::max<int64_t>(1, cpu::kElementwiseGrain / inner), [&](int64_t s, int64_t e) {
-      cpu::for_each_row<4>(l, s, e, [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
+    cpu::parallel_for(layout::num_rows(l), std::max<int64_t>(1, cpu::kElementwiseGrain / inner), [&](int64_t s, int64_t e) {
+      layout::for_each_row<4>(l, s, e, [&](const std::array<int64_t, 4>& off, int64_t n, const std::array<int64_t, 4>& st) {
         for (int64_t k = 0; k < n; ++k) {
           po[off[0] + k * st[0]] = pc[off[1] + k * st[1]] ? px[off[2] + k * st[2]] : py[off[3] + k * st[3]];
         }

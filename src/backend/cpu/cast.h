@@ -7,7 +7,7 @@
 #include <type_traits>
 
 #include "backend/cpu/dispatch.h"
-#include "backend/cpu/simd_math.h"
+#include "backend/cpu/op_math.h"
 
 namespace kiln::cpu {
 
@@ -29,11 +29,7 @@ inline To convert(From x) {
       return To(static_cast<float>(static_cast<C>(x)));
     }
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<C>) {
-    C v = static_cast<C>(x);
-    if (!(v == v)) return To(0);
-    if (v <= static_cast<C>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-    if (v >= static_cast<C>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(v);
+    return ko::saturate<To>(static_cast<C>(x));
   } else {
     return static_cast<To>(static_cast<C>(x));
   }

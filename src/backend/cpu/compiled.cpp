@@ -18,7 +18,7 @@
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/op_functors.h"
 #include "backend/cpu/simd_math.h"
-#include "backend/cpu/strided.h"
+#include "backend/common/layout.h"
 #include "backend/cpu/threading.h"
 #include "core/compiled.h"
 
@@ -331,7 +331,7 @@ std::shared_ptr<Compiled::CpuProgram> build_program(const Compiled& c) {
 struct InputPlan {
   enum Mode { contiguous, scalar, strided } mode;
   const char* base;  // element 0 of the input
-  cpu::Layout<2> layout;  // strided: [0] row-major output strides, [1] the input's
+  layout::Layout<2> layout;  // strided: [0] row-major output strides, [1] the input's
 };
 
 InputPlan plan_input(const array& in, const Shape& out_shape) {
@@ -354,7 +354,7 @@ InputPlan plan_input(const array& in, const Shape& out_shape) {
   }
   p.mode = InputPlan::strided;
   Strides rm = row_major_strides(out_shape);
-  p.layout = cpu::collapse<2>(out_shape, {&rm, &st});
+  p.layout = layout::collapse<2>(out_shape, {&rm, &st});
   return p;
 }
 

@@ -8,13 +8,14 @@
 #include <cstring>
 #include <utility>
 
+#include "backend/common/layout.h"
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/cpu_features.h"
-#include "backend/cpu/strided.h"
 #include "backend/cpu/threading.h"
 #include "backend/cpu/transpose_avx512.h"
 #include "core/array_desc.h"
+#include "core/host_cast.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 
@@ -86,7 +87,7 @@ std::pair<int64_t, int64_t> outer_offsets(const L& l, int64_t o) {
 // square tiles, so that both sides touch whole cache lines instead of one
 // element per line on the strided side.
 template <typename S, typename D>
-void copy_transposed_tiles(const S* in, D* out, const Layout<2>& l) {
+void copy_transposed_tiles(const S* in, D* out, const layout::Layout<2>& l) {
   constexpr int64_t kTile = 64;
   int nd = static_cast<int>(l.shape.size());
   int64_t rows = l.shape[nd - 2], cols = l.shape[nd - 1];
@@ -119,7 +120,7 @@ void copy_transposed_tiles(const S* in, D* out, const Layout<2>& l) {
 // The same transpose for 4-byte elements of one dtype with the AVX-512
 // kernel (16x16 blocks in registers), with streaming stores when
 // streaming_pays() and every 16-element run of the output is aligned.
-void copy_transposed_32bit(const void* src, void* dst, const Layout<2>& l) {
+void copy_transposed_32bit(const void* src, void* dst, const layout::Layout<2>& l) {
   int nd = static_cast<int>(l.shape.size());
   int64_t rows = l.shape[nd - 2], cols = l.shape[nd - 1];
   int64_t outer = 1;
@@ -151,7 +152,7 @@ void copy_transposed_32bit(const void* src, void* dst, const Layout<2>& l) {
 void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& src_strides, void* dst, Dtype d,
                   const Strides& dst_strides) {
   if (shape_size(shape) == 0) return;
-  Layout<2> l = collapse<2>(shape, {&dst_strides, &src_strides});
+  layout::Layout<2> l = layout::collapse<2>(shape, {&dst_strides, &src_strides});
   int nd = static_cast<int>(l.shape.size());
   if (nd == 1 && l.strides[0][0] == 1 && l.strides[1][0] == 1) {
     // One contiguous run: split it across the threads.
@@ -179,7 +180,7 @@ void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& s
       using D = typename decltype(dt)::type;
       const S* in = static_cast<const S*>(src);
       D* out = static_cast<D*>(dst);
-      int64_t rows = num_rows(l);
+      int64_t rows = layout::num_rows(l);
       int64_t inner = l.shape.back();
       parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(inner, 1)), [&](int64_t b, int64_t e) {
         for_each_row<2>(l, b, e, [&](const std::array<int64_t, 2>& off, int64_t n, const std::array<int64_t, 2>& st2) {
@@ -201,51 +202,6 @@ void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& s
       });
     });
   });
-}
-
-std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_strides, const Shape& out_shape) {
-  // Size-1 dims carry no layout; drop them from the input.
-  std::vector<int64_t> ish, ist;
-  for (size_t k = 0; k < in_shape.size(); ++k) {
-    if (in_shape[k] != 1) {
-      ish.push_back(in_shape[k]);
-      ist.push_back(in_strides[k]);
-    }
-  }
-  // Walk both shapes in groups of equal element count; inside a group the
-  // input's dims must chain (stride = inner stride * inner extent).
-  Strides out(out_shape.size(), 0);
-  size_t i = 0, o = 0;
-  while (o < out_shape.size()) {
-    if (out_shape[o] == 1) {
-      ++o;
-      continue;
-    }
-    if (i >= ish.size()) return std::nullopt;
-    int64_t ic = ish[i], oc = out_shape[o];
-    size_t ie = i + 1, oe = o + 1;
-    while (ic != oc) {
-      if (ic < oc) {
-        if (ie >= ish.size()) return std::nullopt;
-        ic *= ish[ie++];
-      } else {
-        if (oe >= out_shape.size()) return std::nullopt;
-        oc *= out_shape[oe++];
-      }
-    }
-    for (size_t k = i; k + 1 < ie; ++k) {
-      if (ist[k] != ist[k + 1] * ish[k + 1]) return std::nullopt;
-    }
-    int64_t stride = ist[ie - 1];
-    for (size_t m = oe; m-- > o;) {
-      out[m] = stride;
-      stride *= out_shape[m];
-    }
-    i = ie;
-    o = oe;
-  }
-  if (i != ish.size()) return std::nullopt;
-  return out;
 }
 
 void copy_to_row_major(const array& in, array& out) {
@@ -282,7 +238,7 @@ void Reshape::eval_cpu(const std::vector<array>& inputs, array& out) {
     detail::share_buffer(out, in, row_major_strides(out.shape()), id.offset);
     return;
   }
-  if (auto st = cpu::reshape_strides(id.shape, id.strides, out.shape())) {
+  if (auto st = layout::reshape_strides(id.shape, id.strides, out.shape())) {
     detail::share_buffer(out, in, std::move(*st), id.offset);
     return;
   }
@@ -344,3 +300,7 @@ void SliceUpdate::eval_cpu(const std::vector<array>& inputs, array& out) {
 }
 
 }  // namespace kiln
+
+namespace kiln::detail {
+void host_cast(const void* src, Dtype s, void* dst, Dtype d, size_t n) { cpu::cast_contiguous(src, s, dst, d, n); }
+}  // namespace kiln::detail

@@ -11,9 +11,6 @@ void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& s
                   const Strides& dst_strides);
 // Copies `in` into `out`'s (allocated, row-major) buffer.
 void copy_to_row_major(const array& in, array& out);
-// Strides that view data of (in_shape, in_strides) as out_shape, if the
-// layout allows it without a copy.
-std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_strides, const Shape& out_shape);
 
 // Whether an op that reads and writes `bytes` in all should write its output
 // with non-temporal stores: only when the data cannot stay in the last-level

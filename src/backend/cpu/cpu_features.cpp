@@ -1,4 +1,5 @@
 #include "backend/cpu/cpu_features.h"
+#include "kiln/version.h"
 
 #include <atomic>
 #include <cstdio>
@@ -99,3 +100,6 @@ void set_cpu_target_override(CpuTarget t) {
 void clear_cpu_target_override() { g_override.store(-1, std::memory_order_relaxed); }
 
 }  // namespace kiln::cpu
+
+// The public name of the SIMD path this process dispatched to (kiln/version.h).
+const char* kiln::cpu_simd_target() { return kiln::cpu::cpu_target_name(); }

@@ -4,7 +4,7 @@
 #include <array>
 
 #include "backend/cpu/cast.h"
-#include "backend/cpu/strided.h"
+#include "backend/common/layout.h"
 #include "backend/cpu/threading.h"
 #include "core/array_desc.h"
 
@@ -27,9 +27,9 @@ void unary_loop(const array& in, array& out, Op op) {
     });
     return;
   }
-  Layout<2> l = collapse<2>(out.shape(), {&out.desc()->strides, &id.strides});
+  layout::Layout<2> l = layout::collapse<2>(out.shape(), {&out.desc()->strides, &id.strides});
   int64_t inner = l.shape.back();
-  parallel_for(num_rows(l), std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t b, int64_t e) {
+  parallel_for(layout::num_rows(l), std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t b, int64_t e) {
     for_each_row<2>(l, b, e, [&](const std::array<int64_t, 2>& off, int64_t cnt, const std::array<int64_t, 2>& st) {
       O* o = dst + off[0];
       const T* a = src + off[1];
@@ -75,9 +75,9 @@ void binary_loop(const array& a, const array& b, array& out, Op op) {
       return;
     }
   }
-  Layout<3> l = collapse<3>(out.shape(), {&out.desc()->strides, &da.strides, &db.strides});
+  layout::Layout<3> l = layout::collapse<3>(out.shape(), {&out.desc()->strides, &da.strides, &db.strides});
   int64_t inner = l.shape.back();
-  parallel_for(num_rows(l), std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t s, int64_t e) {
+  parallel_for(layout::num_rows(l), std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t s, int64_t e) {
     for_each_row<3>(l, s, e, [&](const std::array<int64_t, 3>& off, int64_t cnt, const std::array<int64_t, 3>& st) {
       O* o = dst + off[0];
       const T* x = pa + off[1];

@@ -1,6 +1,6 @@
 // Arange and the random bit generator.
 #include "backend/cpu/cast.h"
-#include "backend/cpu/philox.h"
+#include "backend/common/philox.h"
 #include "backend/cpu/threading.h"
 #include "core/array_desc.h"
 #include "core/primitives.h"

@@ -1,7 +1,8 @@
 // Unary elementwise kernels. The op layer casts integer inputs of floating
 // ops to float32, so transcendental ops only see floating types; float32
 // and the 16-bit floats use the vectorizable versions in simd_math.h (the
-// op definitions live in op_functors.h, shared with compile's fused kernels).
+// op definitions live in backend/common/op_math.inc, shared with compile's
+// fused kernels and the CUDA kernels).
 #include <cmath>
 
 #include "backend/cpu/elementwise.h"

@@ -1,4 +1,5 @@
-// Binary elementwise kernels (inputs already promoted to one dtype and
+// Binary elementwise kernels (the ops' math: backend/common/op_math.inc,
+// through op_math.cuh; inputs already promoted to one dtype and
 // broadcast to the output shape by the op layer) and `where`. As in
 // unary.cu, the op is a run-time switch inside one kernel per dtype. The
 // contiguous path (each input contiguous or a single broadcast scalar) moves
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/op_math.cuh"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 
@@ -15,159 +17,15 @@ namespace kiln {
 namespace cuda {
 namespace {
 
-template <typename C>
-__device__ __forceinline__ C wrap_int(BinaryOp op, C x, C y) {
-  using U = std::make_unsigned_t<C>;
-  U a = static_cast<U>(x), b = static_cast<U>(y);
-  switch (op) {
-    case BinaryOp::add: return static_cast<C>(a + b);
-    case BinaryOp::subtract: return static_cast<C>(a - b);
-    default: return static_cast<C>(a * b);
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ C int_power(C base, C exp) {
-  if constexpr (std::is_signed_v<C>) {
-    if (exp < 0) {
-      if (base == 1) return 1;
-      if (base == -1) return (exp % 2 == 0) ? 1 : -1;
-      return 0;
-    }
-  }
-  using U = std::make_unsigned_t<C>;
-  U result = 1, b = static_cast<U>(base);
-  U e = static_cast<U>(exp);
-  while (e) {
-    if (e & 1) result *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return static_cast<C>(result);
-}
-
-template <typename C>
-__device__ __forceinline__ C remainder(C a, C b) {
-  if constexpr (std::is_floating_point_v<C>) {
-    C r = fmod(a, b);
-    if (r == C(0)) return copysign(C(0), b);  // zero takes the divisor's sign, as in numpy
-    if ((r < C(0)) != (b < C(0))) r += b;
-    return r;
-  } else if constexpr (std::is_unsigned_v<C>) {
-    return b == 0 ? C(0) : static_cast<C>(a % b);
-  } else {
-    if (b == 0 || b == -1) return C(0);
-    C r = static_cast<C>(a % b);
-    if (r != 0 && ((r < 0) != (b < 0))) r = static_cast<C>(r + b);
-    return r;
-  }
-}
-
-// numpy's floor division and shifts, as op_functors.h defines them.
-template <typename C>
-__device__ __forceinline__ C floor_divide(C x, C y) {
-  if constexpr (std::is_floating_point_v<C>) {
-    if (y == C(0)) return x / y;
-    C mod = fmod(x, y);
-    C div = (x - mod) / y;
-    if (mod != C(0) && ((y < C(0)) != (mod < C(0)))) div -= C(1);
-    if (div == C(0)) return copysign(C(0), x / y);
-    C fl = floor(div);
-    return div - fl > C(0.5) ? fl + C(1) : fl;
-  } else if constexpr (std::is_unsigned_v<C>) {
-    return y == 0 ? C(0) : static_cast<C>(x / y);
-  } else {
-    using U = std::make_unsigned_t<C>;
-    if (y == 0) return C(0);
-    if (y == C(-1)) return static_cast<C>(U(0) - static_cast<U>(x));
-    C q = static_cast<C>(x / y);
-    if (static_cast<C>(x % y) != 0 && ((x < 0) != (y < 0))) --q;
-    return q;
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ C shift(BinaryOp op, C x, C n) {
-  constexpr int bits = static_cast<int>(sizeof(C) * 8);
-  bool in_range = n < C(bits);
-  if constexpr (std::is_signed_v<C>) in_range = in_range && n >= 0;
-  using U = std::make_unsigned_t<C>;
-  if (op == BinaryOp::left_shift) return in_range ? static_cast<C>(static_cast<U>(static_cast<U>(x) << n)) : C(0);
-  if constexpr (std::is_signed_v<C>) {
-    if (!in_range) return x < 0 ? C(-1) : C(0);
-  }
-  return in_range ? static_cast<C>(x >> n) : C(0);
-}
-
-// Ops whose result has the input type.
-template <typename C>
-__device__ __forceinline__ C same_op(BinaryOp op, C x, C y) {
-  if constexpr (std::is_same_v<C, bool>) {
-    switch (op) {
-      case BinaryOp::add: case BinaryOp::maximum: return x || y;
-      case BinaryOp::multiply: case BinaryOp::minimum: return x && y;
-      case BinaryOp::subtract: case BinaryOp::bitwise_xor: return x != y;
-      case BinaryOp::bitwise_and: return x && y;
-      case BinaryOp::bitwise_or: return x || y;
-      default: return x;
-    }
-  } else {
-    switch (op) {
-      case BinaryOp::add:
-        if constexpr (std::is_integral_v<C>) return wrap_int(op, x, y); else return x + y;
-      case BinaryOp::subtract:
-        if constexpr (std::is_integral_v<C>) return wrap_int(op, x, y); else return x - y;
-      case BinaryOp::multiply:
-        if constexpr (std::is_integral_v<C>) return wrap_int(op, x, y); else return x * y;
-      case BinaryOp::divide:
-        if constexpr (std::is_integral_v<C>) return y == 0 ? C(0) : static_cast<C>(x / y); else return x / y;
-      case BinaryOp::power:
-        if constexpr (std::is_integral_v<C>) return int_power(x, y);
-        else if constexpr (std::is_same_v<C, float>) return powf(x, y);
-        else return pow(x, y);
-      case BinaryOp::maximum: return (x > y || x != x) ? x : y;
-      case BinaryOp::minimum: return (x < y || x != x) ? x : y;
-      case BinaryOp::remainder: return remainder(x, y);
-      case BinaryOp::floor_divide: return floor_divide(x, y);
-      case BinaryOp::arctan2:
-        if constexpr (std::is_same_v<C, float>) return atan2f(x, y);
-        else if constexpr (std::is_floating_point_v<C>) return atan2(x, y);
-        else return x;  // the op layer computes arctan2 in a floating type
-      case BinaryOp::bitwise_and:
-        if constexpr (std::is_integral_v<C>) return static_cast<C>(x & y); else return x;
-      case BinaryOp::bitwise_or:
-        if constexpr (std::is_integral_v<C>) return static_cast<C>(x | y); else return x;
-      case BinaryOp::bitwise_xor:
-        if constexpr (std::is_integral_v<C>) return static_cast<C>(x ^ y); else return x;
-      case BinaryOp::left_shift: case BinaryOp::right_shift:
-        if constexpr (std::is_integral_v<C>) return shift(op, x, y); else return x;
-      default: return x;
-    }
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ bool compare_op(BinaryOp op, C x, C y) {
-  switch (op) {
-    case BinaryOp::equal: return x == y;
-    case BinaryOp::not_equal: return x != y;
-    case BinaryOp::less: return x < y;
-    case BinaryOp::less_equal: return x <= y;
-    case BinaryOp::greater: return x > y;
-    case BinaryOp::greater_equal: return x >= y;
-    case BinaryOp::logical_and: return x != C(0) && y != C(0);
-    default: return x != C(0) || y != C(0);
-  }
-}
-
+// Inputs of a 16-bit float type compute in float and round once; bool
+// inputs of a same-type op (add is or, ...) and comparisons of any type
+// give bool directly.
 template <typename T, typename O>
 __device__ __forceinline__ O apply(BinaryOp op, T a, T b) {
   auto x = to_compute(a);
   auto y = to_compute(b);
-  if constexpr (std::is_same_v<O, bool> && !std::is_same_v<T, bool>) return compare_op(op, x, y);
-  else if constexpr (std::is_same_v<T, bool>) {
-    return op >= BinaryOp::equal ? compare_op(op, x, y) : same_op(op, x, y);
-  } else return convert<T>(same_op(op, x, y));
+  if constexpr (std::is_same_v<O, bool>) return ko::binary<bool>(op, x, y);
+  else return convert<T>(ko::binary<decltype(x)>(op, x, y));
 }
 
 // An input of the contiguous kernel: dense, one broadcast element in device

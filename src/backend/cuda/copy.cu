@@ -4,7 +4,7 @@
 // through shared memory); a cast is one kernel per
 // source type with the destination type a run-time switch, so 10 kernels
 // cover all 100 pairs.
-#include "backend/cpu/copy.h"
+#include "backend/common/layout.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/primitives.h"
 
@@ -170,7 +170,7 @@ void Reshape::eval_gpu(const std::vector<array>& inputs, array& out) {
     detail::share_buffer(out, in, row_major_strides(out.shape()), id.offset);
     return;
   }
-  if (auto st = cpu::reshape_strides(id.shape, id.strides, out.shape())) {
+  if (auto st = layout::reshape_strides(id.shape, id.strides, out.shape())) {
     detail::share_buffer(out, in, std::move(*st), id.offset);
     return;
   }

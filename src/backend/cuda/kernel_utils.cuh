@@ -9,8 +9,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "backend/cpu/strided.h"
+#include "backend/common/layout.h"
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/op_math.cuh"
 
 namespace kiln::cuda {
 
@@ -93,10 +94,7 @@ __device__ __forceinline__ To convert(From x) {
   } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
     return __float2bfloat16_rn(to_float_for_half(v));
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<C>) {
-    if (!(v == v)) return To(0);
-    if (v <= static_cast<C>(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-    if (v >= static_cast<C>(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    return static_cast<To>(v);
+    return ko::saturate<To>(v);
   } else {
     return static_cast<To>(v);
   }
@@ -127,7 +125,7 @@ struct Strided {
 // Collapses shape/strides (merging dims that chain in every operand).
 template <int N>
 Strided<N> make_strided(const Shape& shape, const std::array<const Strides*, N>& strides, const char* op) {
-  cpu::Layout<N> l = cpu::collapse<N>(shape, strides);
+  layout::Layout<N> l = layout::collapse<N>(shape, strides);
   if (l.shape.size() > static_cast<size_t>(kMaxDims)) {
     throw Error(std::string("[") + op + "] layouts with more than " + std::to_string(kMaxDims) +
                 " non-mergeable dimensions are not supported on the GPU");

@@ -1,6 +1,6 @@
 // Arange and the random bit generator: the same Philox-4x32-10 bits as the
-// CPU (backend/cpu/philox.h is shared), element i = word i % 4 of block i / 4.
-#include "backend/cpu/philox.h"
+// CPU (backend/common/philox.h is shared), element i = word i % 4 of block i / 4.
+#include "backend/common/philox.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/primitives.h"
 

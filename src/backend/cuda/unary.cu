@@ -1,97 +1,20 @@
-// Unary elementwise kernels. One kernel per dtype: the op is a run-time
+// Unary elementwise kernels (the ops' math: backend/common/op_math.inc,
+// through op_math.cuh). One kernel per dtype: the op is a run-time
 // switch inside (uniform across the grid, so it costs a few instructions
 // per element on memory-bound work and keeps the instantiation count, and
 // the build time, small). The contiguous path moves 16 bytes per load and
 // store; the strided path handles any layout.
 #include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/op_math.cuh"
 #include "core/primitives.h"
 
 namespace kiln {
 namespace cuda {
 namespace {
 
-// gelu_approx with the hardware's ex2 in float (a few ulp): the accurate
-// expf and the op switch made bf16 GELU arithmetic-bound.
-template <typename C>
-__device__ __forceinline__ C gelu_approx_fast(C x) {
-  const C u = C(0.7978845608028654) * (x + C(0.044715) * x * x * x);
-  if constexpr (std::is_same_v<C, float>) return x / (1.0f + __expf(-2.0f * u));
-  else return x / (C(1) + exp(C(-2) * u));
-}
-
-template <typename C>
-__device__ __forceinline__ C unary_float(UnaryOp op, C x) {
-  constexpr bool f = std::is_same_v<C, float>;
-  switch (op) {
-    case UnaryOp::exp: return f ? expf(x) : exp(x);
-    case UnaryOp::expm1: return f ? expm1f(x) : expm1(x);
-    case UnaryOp::log: return f ? logf(x) : log(x);
-    case UnaryOp::log1p: return f ? log1pf(x) : log1p(x);
-    case UnaryOp::sqrt: return f ? sqrtf(x) : sqrt(x);
-    case UnaryOp::rsqrt: return C(1) / (f ? sqrtf(x) : sqrt(x));
-    case UnaryOp::sin: return f ? sinf(x) : sin(x);
-    case UnaryOp::cos: return f ? cosf(x) : cos(x);
-    case UnaryOp::tanh: return f ? tanhf(x) : tanh(x);
-    case UnaryOp::sigmoid: return C(1) / (C(1) + (f ? expf(-x) : exp(-x)));
-    case UnaryOp::silu: return x / (C(1) + (f ? expf(-x) : exp(-x)));
-    case UnaryOp::erf: return f ? erff(x) : erf(x);
-    case UnaryOp::erfinv: return f ? erfinvf(x) : erfinv(x);
-    case UnaryOp::tan: return f ? tanf(x) : tan(x);
-    case UnaryOp::arcsin: return f ? asinf(x) : asin(x);
-    case UnaryOp::arccos: return f ? acosf(x) : acos(x);
-    case UnaryOp::arctan: return f ? atanf(x) : atan(x);
-    case UnaryOp::sinh: return f ? sinhf(x) : sinh(x);
-    case UnaryOp::cosh: return f ? coshf(x) : cosh(x);
-    case UnaryOp::arcsinh: return f ? asinhf(x) : asinh(x);
-    case UnaryOp::arccosh: return f ? acoshf(x) : acosh(x);
-    case UnaryOp::arctanh: return f ? atanhf(x) : atanh(x);
-    case UnaryOp::log2: return f ? log2f(x) : log2(x);
-    case UnaryOp::log10: return f ? log10f(x) : log10(x);
-    case UnaryOp::gelu: return C(0.5) * x * (f ? erfcf(-x * C(0.7071067811865476)) : erfc(-x * C(0.7071067811865476)));
-    case UnaryOp::gelu_approx: return gelu_approx_fast(x);
-    case UnaryOp::floor: return f ? floorf(x) : floor(x);
-    case UnaryOp::ceil: return f ? ceilf(x) : ceil(x);
-    case UnaryOp::round: return f ? rintf(x) : rint(x);  // half to even
-    case UnaryOp::abs: return f ? fabsf(x) : fabs(x);
-    case UnaryOp::sign: return x != x ? x : static_cast<C>((C(0) < x) - (x < C(0)));
-    default: break;
-  }
-  switch (op) {
-    case UnaryOp::negative: return -x;
-    case UnaryOp::square: return x * x;
-    case UnaryOp::relu: return x > C(0) ? x : C(0);
-    case UnaryOp::logical_not: return static_cast<C>(!(x != C(0)));
-    default: return x;
-  }
-}
-
-template <typename C>
-__device__ __forceinline__ C unary_int(UnaryOp op, C x) {
-  if constexpr (std::is_same_v<C, bool>) {
-    return op == UnaryOp::logical_not ? !x : x;  // every other op is the identity on bool
-  } else {
-    using U = std::make_unsigned_t<C>;
-    switch (op) {
-      case UnaryOp::abs:
-        if constexpr (std::is_signed_v<C>) return x < 0 ? static_cast<C>(U(0) - static_cast<U>(x)) : x;
-        else return x;
-      case UnaryOp::negative: return static_cast<C>(U(0) - static_cast<U>(x));
-      case UnaryOp::sign:
-        if constexpr (std::is_signed_v<C>) return static_cast<C>((C(0) < x) - (x < C(0)));
-        else return static_cast<C>(x != 0);
-      case UnaryOp::square: return static_cast<C>(static_cast<U>(x) * static_cast<U>(x));
-      case UnaryOp::relu: return x > C(0) ? x : C(0);
-      case UnaryOp::logical_not: return static_cast<C>(!x);
-      case UnaryOp::bitwise_invert: return static_cast<C>(~x);
-      default: return x;
-    }
-  }
-}
-
 template <typename T>
 __device__ __forceinline__ T apply(UnaryOp op, T x) {
-  if constexpr (is_float_v<T>) return convert<T>(unary_float<compute_t<T>>(op, to_compute(x)));
-  else return unary_int<T>(op, x);
+  return convert<T>(ko::unary(op, to_compute(x)));
 }
 
 template <typename T, typename F>
@@ -116,7 +39,7 @@ __global__ void unary_contiguous(UnaryOp op, const T* __restrict__ in, T* __rest
   if constexpr (is_float_v<T>) {
     // The hot op gets a loop of its own, without the per-element switch.
     if (op == UnaryOp::gelu_approx) {
-      map_contiguous(in, out, n, [](T x) { return convert<T>(gelu_approx_fast(to_compute(x))); });
+      map_contiguous(in, out, n, [](T x) { return convert<T>(ko::gelu_approx_op::apply(to_compute(x))); });
       return;
     }
   }

@@ -1,15 +1,16 @@
 #pragma once
-// Iteration over arbitrary layouts (negative strides from flip, zero strides
+// Layout helpers both backends use. Iteration over arbitrary layouts (negative strides from flip, zero strides
 // from broadcasting). Dimensions that are contiguous with each other in
 // every operand are merged first, so most layouts reduce to one or two
 // loops; the innermost loop is handed to a kernel as (count, strides).
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "kiln/array.h"
 
-namespace kiln::cpu {
+namespace kiln::layout {
 
 template <int N>
 struct Layout {
@@ -79,4 +80,9 @@ int64_t num_rows(const Layout<N>& l) {
   return r;
 }
 
-}  // namespace kiln::cpu
+// The strides that view data of (in_shape, in_strides) as out_shape without
+// a copy, or nullopt when the layout does not allow it (as numpy's reshape
+// decides between a view and a copy).
+std::optional<Strides> reshape_strides(const Shape& in_shape, const Strides& in_strides, const Shape& out_shape);
+
+}  // namespace kiln::layout

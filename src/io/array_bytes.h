@@ -1,0 +1,53 @@
+#pragma once
+// Arrays to and from raw little-endian row-major bytes, for the file
+// readers and writers of src/io (Kiln runs on little-endian hosts only).
+#include <cstring>
+#include <vector>
+
+#include "kiln/array.h"
+#include "kiln/error.h"
+
+namespace kiln::io {
+
+// The bytes of an evaluated, row-contiguous array.
+inline const void* raw_bytes(const array& a) {
+  switch (a.dtype()) {
+    case bool_: return a.data<bool>();
+    case uint8: return a.data<uint8_t>();
+    case uint32: return a.data<uint32_t>();
+    case int8: return a.data<int8_t>();
+    case int32: return a.data<int32_t>();
+    case int64: return a.data<int64_t>();
+    case float16: return a.data<float16_t>();
+    case bfloat16: return a.data<bfloat16_t>();
+    case float32: return a.data<float>();
+    case float64: return a.data<double>();
+  }
+  return nullptr;
+}
+
+template <typename T>
+inline array array_from_bytes(const char* bytes, size_t n, const Shape& shape, Dtype dtype) {
+  std::vector<T> values(n);
+  if (n) std::memcpy(values.data(), bytes, n * sizeof(T));
+  return array(values, shape, dtype);
+}
+
+inline array make_array(const char* bytes, size_t n, const Shape& shape, Dtype dtype) {
+  switch (dtype) {
+    // std::vector<bool> is packed: bytes go through uint8 and convert.
+    case bool_: return array_from_bytes<uint8_t>(bytes, n, shape, bool_);
+    case uint8: return array_from_bytes<uint8_t>(bytes, n, shape, dtype);
+    case uint32: return array_from_bytes<uint32_t>(bytes, n, shape, dtype);
+    case int8: return array_from_bytes<int8_t>(bytes, n, shape, dtype);
+    case int32: return array_from_bytes<int32_t>(bytes, n, shape, dtype);
+    case int64: return array_from_bytes<int64_t>(bytes, n, shape, dtype);
+    case float16: return array_from_bytes<float16_t>(bytes, n, shape, dtype);
+    case bfloat16: return array_from_bytes<bfloat16_t>(bytes, n, shape, dtype);
+    case float32: return array_from_bytes<float>(bytes, n, shape, dtype);
+    case float64: return array_from_bytes<double>(bytes, n, shape, dtype);
+  }
+  throw Error("[load] unknown dtype");
+}
+
+}  // namespace kiln::io
