@@ -128,7 +128,8 @@ TEST(Scan, IntegerIdentitiesAndWrap) {
 TEST(Scan, SizesLayoutsAndFlattened) {
   for (int n : {0, 1, 7, 1025, 100000}) {
     array x = test::random_array({2, n}, float64);
-    check(kKinds[0], x, 1, false, true, 1e-12);
+    // The reference's plain running sum drifts by ~n eps itself.
+    check(kKinds[0], x, 1, false, true, 1e-10);
     check(kKinds[2], x, 1, true, false, 0.0);
     check(kKinds[4], x, 1, false, true, 1e-12);
   }

@@ -129,8 +129,12 @@ void check_partition(const array& a, int kth, int axis) {
     std::vector<double> row, taken;
     for (int j = 0; j < n; ++j) {
       double v = p[pos[r][j]];
-      if (j < k) ASSERT_FALSE(nan_last_less(want, v)) << "row " << r << " position " << j;
-      if (j > k) ASSERT_FALSE(nan_last_less(v, want)) << "row " << r << " position " << j;
+      if (j < k) {
+        ASSERT_FALSE(nan_last_less(want, v)) << "row " << r << " position " << j;
+      }
+      if (j > k) {
+        ASSERT_FALSE(nan_last_less(v, want)) << "row " << r << " position " << j;
+      }
       // argpartition indexes the same permutation.
       double via = x[pos[r][static_cast<int64_t>(ip[pos[r][j]])]];
       ASSERT_TRUE((std::isnan(v) && std::isnan(via)) || v == via) << "argpartition row " << r << " position " << j;

@@ -218,7 +218,9 @@ std::vector<array> Scan::vjp(const std::vector<array>& primals, const std::vecto
       array first_zero = logical_and(inc_zero, excl != zero);
       auto transposed = [&](const array& prods) { return cumsum(prods * g, axis_, !reverse_, inclusive_); };
       array with_one = cumprod(where(first_zero, ones_like(x), x), axis_, reverse_, inclusive_);
-      array regular = transposed(outputs[0]) / x;
+      // x is zero only where incl is (masked below); dividing by one there
+      // keeps NaN out of the derivative of this rule (its transpose is the jvp).
+      array regular = transposed(outputs[0]) / where(x == zero, ones_like(x), x);
       return {where(first_zero, transposed(with_one), where(inc_zero, zero, regular))};
     }
     case ScanOp::max:

@@ -252,23 +252,35 @@ void register_sort() {
       // 16-bit inputs noisy: keep those cases to sums and extremes in wide types.
       if (is_prod && t.shape.back() == 300) continue;
       const bool long_row = t.shape.back() == 300;
+      // An exclusive scan starts from an infinite identity for these: the
+      // case zeroes it (finite differences cannot take inf - inf), and the
+      // integer identities (the dtype's limits) are checked in test_scan.cpp.
+      const bool infinite_identity = std::isinf(kind.ident) && !t.inclusive;
+      const bool is_lse = std::string(kind.op) == "logcumsumexp";
+      std::vector<Dtype> dtypes = long_row ? std::vector<Dtype>{float32, float64} : kind.dtypes;
+      if (infinite_identity) dtypes = kFloat;
       add({.op = kind.op,
            .primitive = "Scan",
            .name = test::fmt(t.shape) + (flat ? " flattened" : " axis " + std::to_string(t.axis)) +
                    (t.reverse ? " reverse" : "") + (t.inclusive ? "" : " exclusive"),
-           .fn = [kind, flat, t](const Arrays& x) {
-             return Arrays{flat ? kind.flat(x[0], t.reverse, t.inclusive) : kind.fn(x[0], t.axis, t.reverse, t.inclusive)};
+           .fn = [kind, flat, t, infinite_identity](const Arrays& x) {
+             array y = flat ? kind.flat(x[0], t.reverse, t.inclusive) : kind.fn(x[0], t.axis, t.reverse, t.inclusive);
+             return Arrays{infinite_identity ? where(isinf(y), zeros_like(y), y) : y};
            },
            .inputs = {in(t.shape, is_prod ? 0.5 : kind.lo, is_prod ? 1.5 : kind.hi)},
-           .dtypes = long_row ? std::vector<Dtype>{float32, float64} : kind.dtypes,
+           .dtypes = dtypes,
            .ref = [kind, flat, axis, t](const Arrays& x) {
              Shape s = flat ? Shape{static_cast<int>(x[0].size())} : x[0].shape();
-             return std::vector<std::vector<double>>{along(values(x[0]), s, axis, [&](const Row& r) {
-               return scan_row(r, t.reverse, t.inclusive, kind.ident, kind.f);
-             })};
+             auto r = along(values(x[0]), s, axis, [&](const Row& row) {
+               return scan_row(row, t.reverse, t.inclusive, kind.ident, kind.f);
+             });
+             for (double& v : r) v = std::isinf(v) ? 0.0 : v;
+             return std::vector<std::vector<double>>{r};
            },
            .diff = {0},
-           .grad2 = !long_row});
+           // logcumsumexp's vjp (MLX's sign-split log-space form) is exact,
+           // but its own derivative is not: grad of grad is not supported.
+           .grad2 = !long_row && !is_lse});
     }
   }
   // cumprod through zeros: the gradient of the first zero and after it.
