@@ -181,13 +181,21 @@ array extreme_owner(ScanOp op, const array& x, int axis, bool reverse) {
   return stop_gradient(astype(owner, uint32));
 }
 
-// Log of the positive (negative) part of g, -inf where it is zero, so that
-// a signed sum can run through logcumsumexp without overflow.
+// Log of the positive (negative) part of g, so that a signed sum can run
+// through logcumsumexp without overflow. Where the part is zero it is
+// e^-80 instead of 0 (-inf): the two parts get it at complementary places,
+// so it cancels in their difference up to n * e^-80, and the rule stays
+// finite and smooth enough to be differentiated again (grad of grad).
 array log_part(const array& g, bool positive) {
-  array ninf = full_like(g, -std::numeric_limits<double>::infinity());
-  array sel = positive ? g > zeros_like(g) : g < zeros_like(g);
-  return where(sel, log(abs(g)), ninf);
+  array zero = zeros_like(g);
+  array sel = positive ? g > zero : g < zero;
+  return where(sel, log(abs(where(sel, g, ones_like(g)))), full_like(g, -80.0));
 }
+
+// The scan's output with the -inf of an empty exclusive prefix replaced by
+// 0: those entries are never summed by the transposed scan, and a finite
+// value keeps inf - inf out of the derivatives.
+array finite_output(const array& y) { return where(isneginf(y), zeros_like(y), y); }
 
 }  // namespace
 
@@ -202,7 +210,7 @@ std::vector<array> Scan::vjp(const std::vector<array>& primals, const std::vecto
     case ScanOp::logaddexp: {
       // d out_i / d x_j = exp(x_j - out_i) for every j the scan at i covers:
       // the transposed scan of g_i * exp(-out_i), split by sign.
-      const array& y = outputs[0];
+      array y = finite_output(outputs[0]);
       array pos = exp(logcumsumexp(log_part(g, true) - y, axis_, !reverse_, inclusive_) + x);
       array neg = exp(logcumsumexp(log_part(g, false) - y, axis_, !reverse_, inclusive_) + x);
       return {pos - neg};

@@ -256,7 +256,6 @@ void register_sort() {
       // case zeroes it (finite differences cannot take inf - inf), and the
       // integer identities (the dtype's limits) are checked in test_scan.cpp.
       const bool infinite_identity = std::isinf(kind.ident) && !t.inclusive;
-      const bool is_lse = std::string(kind.op) == "logcumsumexp";
       std::vector<Dtype> dtypes = long_row ? std::vector<Dtype>{float32, float64} : kind.dtypes;
       if (infinite_identity) dtypes = kFloat;
       add({.op = kind.op,
@@ -278,9 +277,7 @@ void register_sort() {
              return std::vector<std::vector<double>>{r};
            },
            .diff = {0},
-           // logcumsumexp's vjp (MLX's sign-split log-space form) is exact,
-           // but its own derivative is not: grad of grad is not supported.
-           .grad2 = !long_row && !is_lse});
+           .grad2 = !long_row});
     }
   }
   // cumprod through zeros: the gradient of the first zero and after it.
