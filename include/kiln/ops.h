@@ -231,6 +231,67 @@ array softmax(const array& a, const std::vector<int>& axes, StreamOrDevice s = {
 array softmax(const array& a, int axis, StreamOrDevice s = {});
 array softmax(const array& a, StreamOrDevice s = {});  // over all axes
 
+// ---- sorting, selection and scans (MLX's signatures and semantics) ----
+// The order is numpy's: NaN after every number (NaNs keep their input
+// order), -0.0 equal to +0.0; the sorts are stable (ties keep their input
+// order, so argsort is deterministic). Without an axis: the flattened array.
+// Indices are uint32, as in MLX.
+array sort(const array& a, StreamOrDevice s = {});
+array sort(const array& a, int axis, StreamOrDevice s = {});
+array argsort(const array& a, StreamOrDevice s = {});
+array argsort(const array& a, int axis, StreamOrDevice s = {});
+// Position kth (negative: from the end) holds the value a sort puts there,
+// with no larger value before it and no smaller one after; the order on
+// each side is unspecified (it differs between CPU and GPU).
+array partition(const array& a, int kth, StreamOrDevice s = {});
+array partition(const array& a, int kth, int axis, StreamOrDevice s = {});
+array argpartition(const array& a, int kth, StreamOrDevice s = {});
+array argpartition(const array& a, int kth, int axis, StreamOrDevice s = {});
+// The k largest values along axis (0 <= k <= size), as MLX: the last k of
+// partition(a, -k), so they are NOT sorted (and k == size returns a as is).
+array topk(const array& a, int k, StreamOrDevice s = {});
+array topk(const array& a, int k, int axis, StreamOrDevice s = {});
+// For each value, the index where it would be inserted into the 1-d
+// sorted_sequence to keep it sorted: before equal values (side "left") or
+// after them ("right"); uint32 with values' shape; both inputs are
+// promoted to one dtype. NaN sorts last, as in numpy.
+array searchsorted(const array& sorted_sequence, const array& values, const std::string& side = "left",
+                   StreamOrDevice s = {});
+// Cumulative ops along axis (without an axis: the flattened array).
+// Exclusive scans start from the identity; reverse scans run from the end.
+// cumsum of bool gives int32 (other dtypes are kept, as MLX: integer sums
+// wrap); dtype casts the input first. Float sums are compensated (Kahan),
+// so a long float32 cumsum stays within a few ulps of the float64 one.
+// cummax/cummin propagate NaN (numpy's maximum.accumulate; MLX leaves it
+// unspecified).
+array cumsum(const array& a, bool reverse = false, bool inclusive = true, std::optional<Dtype> dtype = std::nullopt,
+             StreamOrDevice s = {});
+inline array cumsum(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumsum(a, reverse, inclusive, std::nullopt, s);
+}
+array cumsum(const array& a, int axis, bool reverse = false, bool inclusive = true,
+             std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
+inline array cumsum(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumsum(a, axis, reverse, inclusive, std::nullopt, s);
+}
+array cumprod(const array& a, bool reverse = false, bool inclusive = true, std::optional<Dtype> dtype = std::nullopt,
+              StreamOrDevice s = {});
+inline array cumprod(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumprod(a, reverse, inclusive, std::nullopt, s);
+}
+array cumprod(const array& a, int axis, bool reverse = false, bool inclusive = true,
+              std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
+inline array cumprod(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumprod(a, axis, reverse, inclusive, std::nullopt, s);
+}
+array cummax(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummax(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummin(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummin(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+// log(cumsum(exp(a))) without overflow; floating dtypes only.
+array logcumsumexp(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array logcumsumexp(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+
 // ---- shape and data movement ----
 array reshape(const array& a, Shape shape, StreamOrDevice s = {});  // one dim may be -1
 array transpose(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
