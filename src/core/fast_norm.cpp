@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "core/ops_util.h"
-#include "core/primitives.h"
+#include "core/primitives_fast_norm.h"
 #include "kiln/fast.h"
 #include "kiln/ops.h"
 

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "core/ops_util.h"
-#include "core/primitives.h"
+#include "core/primitives_fast_norm.h"
 #include "kiln/fast.h"
 #include "kiln/ops.h"
 
@@ -23,7 +23,8 @@ std::pair<array, array> rotate(const array& x1, const array& x2, const array& c,
 
 // The definition of rope in plain ops; inputs: x, offset (int32, 0-d or
 // [B]), and optionally freqs (float32 [dims/2]). Angles are computed in
-// float32 and cos/sin cast to x's dtype, as MLX's fallback does.
+// float32 and cos/sin cast to x's dtype, as MLX's fallback does (float64
+// inputs: in float64).
 std::vector<array> rope_fallback(const std::vector<array>& in, int dims, bool traditional, float base, float scale,
                                  bool forward, Stream s) {
   const array& x0 = in[0];
@@ -34,10 +35,11 @@ std::vector<array> rope_fallback(const std::vector<array>& in, int dims, bool tr
   const int half = dims / 2;
   array offset = in[1];
   offset = offset.size() > 1 ? reshape(offset, {B, 1, 1}, s) : reshape(offset, {}, s);
-  array positions = multiply(add(arange(0.0, static_cast<double>(T), float32, s), offset, s), array(scale), s);
-  array inv_freqs = in.size() == 3 ? divide(array(1.0f), in[2], s)
-                                   : exp(multiply(arange(0.0, static_cast<double>(-half), -1.0, float32, s),
-                                                  array(static_cast<float>(std::log(base) / half)), s),
+  const Dtype at = x.dtype() == float64 ? float64 : float32;  // the angles' type
+  array positions = multiply(add(arange(0.0, static_cast<double>(T), at, s), offset, s), array(scale, at), s);
+  array inv_freqs = in.size() == 3 ? divide(array(1.0, at), astype(in[2], at, s), s)
+                                   : exp(multiply(arange(0.0, static_cast<double>(-half), -1.0, at, s),
+                                                  array(std::log(static_cast<double>(base)) / half, at), s),
                                          s);
   array theta = multiply(expand_dims(positions, -1, s), inv_freqs, s);
   array c = astype(cos(theta, s), x.dtype(), s);

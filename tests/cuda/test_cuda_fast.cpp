@@ -3,12 +3,13 @@
 // own fallback graph, over the paths of src/backend/cuda/fast_norm.cu (a
 // warp per row, a block per row with the row in registers, the re-reading
 // loop for very wide rows, unaligned rows) and rope.cu (both layouts,
-// int and per-batch offsets, custom frequencies, partial dims).
+// int and per-batch offsets, custom frequencies, partial dims, and the
+// 128-bit kernel of dims == D).
 #include <gtest/gtest.h>
 
 #include <memory>
 
-#include "core/primitives.h"
+#include "core/primitives_fast_norm.h"
 #include "kiln/kiln.h"
 #include "test_layouts.h"
 #include "test_util.h"
@@ -49,9 +50,10 @@ TEST_F(CudaFast, NormsMatchCpuAndFallback) {
             return fast::layer_norm(x, w, b, 1e-5f, dev);
           };
           array g = run(Device::gpu);
+          array fb = fallback_of(g);  // before evaluation detaches g
           array c = run(Device::cpu);
           EXPECT_TRUE(all_close(g, to_double(c), tol, tol)) << "variant " << variant;
-          EXPECT_TRUE(all_close(g, to_double(fallback_of(g)), 2 * tol, 2 * tol)) << "variant " << variant;
+          EXPECT_TRUE(all_close(g, to_double(fb), 2 * tol, 2 * tol)) << "variant " << variant;
         }
       }
     }
@@ -67,19 +69,21 @@ TEST_F(CudaFast, RopeMatchesCpuAndFallback) {
   };
   for (Dtype t : {float32, float16, bfloat16}) {
     for (Spec sp : {Spec{8, false, false, false}, Spec{8, true, false, false}, Spec{6, false, true, false},
-                    Spec{6, true, true, true}, Spec{128, false, false, false}}) {
+                    Spec{6, true, true, true}, Spec{128, false, false, false},
+                    Spec{64, true, true, true}, Spec{64, false, true, true}}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " dims " + std::to_string(sp.dims) + (sp.traditional ? " trad" : ""));
-      const int d = sp.dims == 128 ? 128 : 9;
+      const int d = sp.dims >= 64 ? sp.dims : 9;  // dims == D: the 128-bit kernel
       array x = random_array({2, 3, 17, d}, t);
       array off = sp.per_batch ? array({5, 300}, {2}) : array(7);
       std::optional<array> freqs;
       if (sp.freqs) freqs = random_array({sp.dims / 2}, float32, 1.0, 40.0);
       std::optional<float> base = sp.freqs ? std::nullopt : std::optional<float>(10000.0f);
       array g = fast::rope(x, sp.dims, sp.traditional, base, 1.0f, off, freqs, Device::gpu);
+      array fb = fallback_of(g);  // before evaluation detaches g
       array c = fast::rope(x, sp.dims, sp.traditional, base, 1.0f, off, freqs, Device::cpu);
       const double tol = tol_of(t), atol = tol + 1e-4;  // float angles up to ~300 rad
       EXPECT_TRUE(all_close(g, to_double(c), tol, atol));
-      EXPECT_TRUE(all_close(g, to_double(fallback_of(g)), 2 * tol, 2 * atol));
+      EXPECT_TRUE(all_close(g, to_double(fb), 2 * tol, 2 * atol));
       // The fused backward is the inverse rotation.
       array back = vjp([&](const array& a) { return fast::rope(a, sp.dims, sp.traditional, base, 1.0f, off, freqs,
                                                                Device::gpu); },

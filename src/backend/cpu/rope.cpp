@@ -15,7 +15,7 @@
 
 #include "backend/cpu/fast_rows.h"
 #include "backend/cpu/threading.h"
-#include "core/primitives.h"
+#include "core/primitives_fast_norm.h"
 
 namespace kiln {
 namespace {

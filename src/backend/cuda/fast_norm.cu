@@ -15,7 +15,7 @@
 // type before the weight multiplies it, as the fallback does.
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
-#include "core/primitives.h"
+#include "core/primitives_fast_norm.h"
 
 namespace kiln {
 namespace cuda {
