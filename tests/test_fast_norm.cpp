@@ -206,6 +206,16 @@ TEST(FastRope, MatchesReferenceAndFallback) {
   }
 }
 
+// Offsets and frequencies given as strided views.
+TEST(FastRope, StridedOffsetsAndFreqs) {
+  array x = random_array({3, 2, 4, 8}, float32);
+  array off = slice(array({4, -1, 9, -1, 30, -1}, {6}), {0}, {6}, {2});
+  array freqs = slice(random_array({8}, float32, 1.0, 20.0), {0}, {8}, {2});
+  array y = fast::rope(x, 8, true, std::nullopt, 1.0f, off, freqs);
+  RopeSpec sp{8, true, 1.0f, {4, 9, 30}, true};
+  EXPECT_TRUE(all_close(y, rope_ref(x, sp, 0.0f, to_double(freqs)), 2e-5, 2e-5));
+}
+
 // 3-d and 5-d inputs: the middle axes are heads, the second-to-last the positions.
 TEST(FastRope, RanksThreeAndFive) {
   for (const Shape& sh : {Shape{2, 6, 8}, Shape{2, 2, 3, 4, 8}}) {

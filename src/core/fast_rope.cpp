@@ -100,8 +100,11 @@ array rope(const array& x, int dims, bool traditional, std::optional<float> base
     fail(op, "freqs must be 1-d with dims / 2 (" + std::to_string(dims / 2) + ") entries", {&x, &*freqs});
   }
   Stream s = to_stream(s_);
-  std::vector<array> inputs = {x, offset.dtype() == int32 ? offset : astype(offset, int32, s)};
-  if (freqs) inputs.push_back(contiguous(astype(*freqs, float32, s), s));
+  // The kernels read offsets and freqs as contiguous arrays.
+  std::vector<array> inputs = {x, contiguous(astype(offset, int32, s), s)};
+  // float32 frequencies (the kernels' type); float64 ones for float64 x,
+  // which takes the fallback.
+  if (freqs) inputs.push_back(contiguous(astype(*freqs, x.dtype() == float64 ? float64 : float32, s), s));
   return rope_node(std::move(inputs), dims, traditional, base.value_or(1.0f), scale, true, s);
 }
 

@@ -9,7 +9,9 @@
 
 #include <memory>
 
+#include "core/array_desc.h"
 #include "core/primitives_fast_norm.h"
+#include "kiln/kv_cache.h"
 #include "kiln/kiln.h"
 #include "test_layouts.h"
 #include "test_util.h"
@@ -91,6 +93,31 @@ TEST_F(CudaFast, RopeMatchesCpuAndFallback) {
       EXPECT_TRUE(all_close(back, to_double(x), 4 * tol, 4 * atol));
     }
   }
+}
+
+// The KV cache on the GPU: the device buffer is updated in place (the same
+// Buffer object after every step) and holds every token appended.
+TEST_F(CudaFast, KVCacheAppendsInPlace) {
+  StreamContext on_gpu(Device::gpu);
+  nn::KVCache cache;
+  std::vector<std::vector<double>> ks;
+  const Buffer* first = nullptr;
+  for (int step = 0; step < 100; ++step) {
+    array k = random_array({1, 2, 1, 16}, bfloat16), v = random_array({1, 2, 1, 16}, bfloat16);
+    ks.push_back(to_double(k));
+    {
+      auto [keys, values] = cache.update_and_fetch(k, v);
+      eval(keys, values);
+    }
+    const Buffer* b = cache.key_buffer()->desc()->buffer.get();
+    if (step == 0) first = b;
+    EXPECT_EQ(b, first) << "the key buffer moved at step " << step;
+  }
+  std::vector<double> want;
+  for (int h = 0; h < 2; ++h) {
+    for (const auto& k : ks) want.insert(want.end(), k.begin() + h * 16, k.begin() + (h + 1) * 16);
+  }
+  EXPECT_TRUE(all_close(cache.keys_and_values().first, want, 0, 0));
 }
 
 }  // namespace
