@@ -40,7 +40,13 @@ constexpr int64_t kNormGrain = 1 << 15;
 
 template <typename T>
 __attribute__((always_inline)) inline float load_f(const T* p, int64_t i) {
-  return static_cast<float>(p[i]);
+  return cpu::Cvt<T>::load(p, i);
+}
+// v rounded to T and back (the fallback's rounding of an intermediate).
+template <typename T>
+__attribute__((always_inline)) inline float round_to(float v) {
+  const T t = cpu::Cvt<T>::make(v);
+  return load_f(&t, 0);
 }
 
 // Per-row sums of R rows read together: the reduction pass is the one
@@ -86,10 +92,10 @@ __attribute__((always_inline)) inline void rms_write(const T* xr, const T* w, T*
   const float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
   if (w) {
     for (int64_t k = 0; k < d; ++k) {
-      yr[k] = static_cast<T>(static_cast<float>(static_cast<T>(load_f(xr, k) * inv)) * load_f(w, k));
+      yr[k] = cpu::Cvt<T>::make(round_to<T>(load_f(xr, k) * inv) * load_f(w, k));
     }
   } else {
-    for (int64_t k = 0; k < d; ++k) yr[k] = static_cast<T>(load_f(xr, k) * inv);
+    for (int64_t k = 0; k < d; ++k) yr[k] = cpu::Cvt<T>::make(load_f(xr, k) * inv);
   }
 }
 
@@ -102,11 +108,11 @@ __attribute__((always_inline)) inline void layer_write(const T* xr, const T* w, 
   const float mean = mean_shifted + load_f(xr, 0);
   const float inv = 1.0f / std::sqrt(var + eps);
   for (int64_t k = 0; k < d; ++k) {
-    float v = static_cast<float>(static_cast<T>((load_f(xr, k) - mean) * inv));
+    float v = round_to<T>((load_f(xr, k) - mean) * inv);
     // Each step rounds to T as the fallback's ops do.
-    if (w) v = static_cast<float>(static_cast<T>(v * load_f(w, k)));
+    if (w) v = round_to<T>(v * load_f(w, k));
     if (b) v = v + load_f(b, k);
-    yr[k] = static_cast<T>(v);
+    yr[k] = cpu::Cvt<T>::make(v);
   }
 }
 

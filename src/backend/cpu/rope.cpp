@@ -65,9 +65,9 @@ void rope_rows(const T* x, T* y, int64_t row_begin, int64_t row_end, int64_t per
     const int64_t step = traditional ? 2 : 1;
     for (int i = 0; i < half; ++i) {
       const int64_t i1 = i * step, i2 = i1 + stride;
-      const float x1 = static_cast<float>(xr[i1]), x2 = static_cast<float>(xr[i2]);
-      yr[i1] = static_cast<T>(x1 * cf[i] - x2 * sf[i]);
-      yr[i2] = static_cast<T>(x1 * sf[i] + x2 * cf[i]);
+      const float x1 = cpu::Cvt<T>::load(xr, i1), x2 = cpu::Cvt<T>::load(xr, i2);
+      yr[i1] = cpu::Cvt<T>::make(x1 * cf[i] - x2 * sf[i]);
+      yr[i2] = cpu::Cvt<T>::make(x1 * sf[i] + x2 * cf[i]);
     }
     if (yr != xr) {
       for (int64_t k = dims; k < d; ++k) yr[k] = xr[k];
