@@ -14,6 +14,29 @@ namespace kiln::fast {
 
 // ---- norms and rotary embeddings ----
 
+// x * rsqrt(mean(x^2, -1) + eps) * weight over the last axis; weight (if
+// given) has x's last dimension. The output dtype is result_type(x, weight);
+// 16-bit inputs are normalized in float32.
+array rms_norm(const array& x, const std::optional<array>& weight, float eps, StreamOrDevice s = {});
+
+// (x - mean) * rsqrt(var + eps) * weight + bias over the last axis; weight
+// and bias (each optional) have x's last dimension. Output dtype:
+// result_type of the given arrays; 16-bit inputs are normalized in float32.
+array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias, float eps,
+                 StreamOrDevice s = {});
+
+// Rotary position embedding of the first `dims` features of x's last axis
+// (x: [B, ..., T, D], at least 3-d; the second-to-last axis is the
+// position). Feature pairs (2i, 2i+1) when `traditional`, else (i, i +
+// dims/2), rotate by (offset + t) * scale * inv_freq_i with inv_freq_i =
+// base^(-2i/dims), or 1/freqs[i] when freqs ([dims/2]) is given (exactly
+// one of base and freqs). The array offset is a scalar or one position
+// per batch entry ([B], integer).
+array rope(const array& x, int dims, bool traditional, std::optional<float> base, float scale, int offset,
+           const std::optional<array>& freqs = std::nullopt, StreamOrDevice s = {});
+array rope(const array& x, int dims, bool traditional, std::optional<float> base, float scale, const array& offset,
+           const std::optional<array>& freqs = std::nullopt, StreamOrDevice s = {});
+
 // ---- attention ----
 
 }  // namespace kiln::fast

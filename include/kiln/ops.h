@@ -230,6 +230,11 @@ array argmin(const array& a, StreamOrDevice s = {});
 array softmax(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array softmax(const array& a, int axis, StreamOrDevice s = {});
 array softmax(const array& a, StreamOrDevice s = {});  // over all axes
+// MLX's `precise` overloads: Kiln's softmax always accumulates 16-bit
+// inputs in float32, so precise changes nothing (MLX's default does not).
+array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s = {});
+array softmax(const array& a, int axis, bool precise, StreamOrDevice s = {});
+array softmax(const array& a, bool precise, StreamOrDevice s = {});  // over all axes
 
 // ---- sorting, selection and scans (MLX's signatures and semantics) ----
 // The order is numpy's: NaN after every number (NaNs keep their input

@@ -66,6 +66,7 @@ void register_index();
 void register_creation();
 void register_composite();  // ops written with other ops: primitive "composite"
 void register_sort();       // sorting, selection and scans
+void register_fast();       // include/kiln/fast.h
 // All of the above, once.
 void register_all();
 

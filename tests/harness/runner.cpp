@@ -35,6 +35,7 @@ void register_all() {
     register_creation();
     register_composite();
     register_sort();
+    register_fast();
   });
 }
 

@@ -273,6 +273,32 @@ void add_reductions(std::vector<GpuDrill>& out, bool quick) {
       return c;
     }});
   }
+  // The fast ops (src/backend/cuda/fast_norm.cu, rope.cu): one read of x and
+  // one write (the weight and bias are noise). rope's [1, 32, 4096, 128] is
+  // the [4096, 4096] of elements as heads x positions x head_dim.
+  for (Dtype t : {float32, bfloat16}) {
+    const double item = static_cast<double>(size_of(t));
+    const int side = static_cast<int>(sm);
+    const double tol = t == float32 ? 1e-5 : 2e-2;
+    out.push_back({"D2", "rms_norm", dtype_name(t), {sm, sm}, item * (2 * elems + sm), 4 * elems, [=] {
+      GpuCase c{{{gpu_random({side, side}, t, 6), gpu_random({side}, t, 7)}},
+                [](const std::vector<array>& in) { return fast::rms_norm(in[0], in[1], 1e-5f); }, tol};
+      return c;
+    }});
+    out.push_back({"D2", "layer_norm", dtype_name(t), {sm, sm}, item * (2 * elems + 2 * sm), 7 * elems, [=] {
+      GpuCase c{{{gpu_random({side, side}, t, 8), gpu_random({side}, t, 9), gpu_random({side}, t, 10)}},
+                [](const std::vector<array>& in) { return fast::layer_norm(in[0], in[1], in[2], 1e-5f); }, tol};
+      return c;
+    }});
+    const int heads = 32, head_dim = 128, positions = static_cast<int>(elems / (heads * head_dim));
+    out.push_back({"D2", "rope", dtype_name(t), {1, heads, positions, head_dim}, item * 2 * elems, 6 * elems, [=] {
+      // Angles up to 4096 rad: the CPU (double) and the GPU (float) differ by ~4096 ulp of float.
+      GpuCase c{{{gpu_random({1, heads, positions, head_dim}, t, 11)}},
+                [](const std::vector<array>& in) { return fast::rope(in[0], 128, false, 10000.0f, 1.0f, 0); },
+                t == float32 ? 2e-3 : 2e-2};
+      return c;
+    }});
+  }
 }
 
 // Input sets for a product whose operands fit in the L2 (60 MB on an H200):
