@@ -301,6 +301,8 @@ class StopGradient : public Primitive {
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
-  X(ScatterAxis)
+  X(ScatterAxis) X(ScaledDotProductAttention)
 
 }  // namespace kiln
+
+#include "core/primitives_attention.h"  // NOLINT(build/include_order): appended families

@@ -107,6 +107,7 @@ Timing time_median(const std::function<void()>& fn, int reps, double budget_seco
 // The drills, at the full sizes of issue 3 or the --quick ones.
 void add_memory_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2, data movement
 void add_linalg_drills(std::vector<DrillSpec>& out, bool quick);  // D3 GEMM, D5 matvec
+void add_attention_drills(std::vector<DrillSpec>& out, bool quick);  // D5 attention
 
 // Helpers shared by the drill files.
 // Uniform random values in [lo, hi), evaluated.
