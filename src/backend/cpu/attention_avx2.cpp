@@ -32,6 +32,7 @@ struct Vec {
   static void store(float* p, R x) { _mm256_storeu_ps(p, x); }
   static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R add(R a, R b) { return _mm256_add_ps(a, b); }
   static float sum(R x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -60,6 +61,7 @@ struct Vec {
   static void store(float* p, R x) { *p = x; }
   static R fmadd(R a, R b, R c) { return std::fma(a, b, c); }
   static R mul(R a, R b) { return a * b; }
+  static R add(R a, R b) { return a + b; }
   static float sum(R x) { return x; }
 };
 

@@ -36,6 +36,7 @@ struct Vec {
   static void store(float* p, R x) { _mm512_storeu_ps(p, x); }
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static float sum(R x) { return _mm512_reduce_add_ps(x); }
 };
 
