@@ -69,6 +69,13 @@ double expected_bytes(const json& row) {
   // add_gelu_fused, and the same row forced to each compile backend.
   if (name == "add" || name.rfind("add_gelu_fused", 0) == 0) return 3 * item * product(s);
   if (name == "add_gelu_two_ops") return 5 * item * product(s);
+  // Attention: prefill [1, H, S, D] reads q, k, v and writes the output;
+  // decode [Hq, Hkv, kv, D] reads K and V once (plus q and the output).
+  if (name == "sdpa_prefill" || name == "sdpa_prefill_causal") return 4 * item * product(s);
+  if (name == "sdpa_decode_gqa") {
+    const double hq = s[0], hkv = s[1], kv = s[2], d = s[3];
+    return item * (2 * hkv * kv * d + 2 * hq * d);
+  }
   const double a = s[0].get<double>(), b = s[1].get<double>();
   if (name == "row_sum" || name == "row_max") return item * (a * b + a);
   if (name == "col_sum") return item * (a * b + b);
@@ -93,6 +100,10 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add") return product(s);
   if (name == "sgemm" || name == "bf16_gemm") return 2 * product(s);
   if (name == "sgemv" || name == "bf16_gemv") return 2 * product(s);
+  // Q K^T and P V: 2 S^2 D flops each per head, the causal half counted.
+  if (name == "sdpa_prefill") return 4 * product(s) * s[2].get<double>();
+  if (name == "sdpa_prefill_causal") return 2 * product(s) * s[2].get<double>();
+  if (name == "sdpa_decode_gqa") return 4 * s[0].get<double>() * s[2].get<double>() * s[3].get<double>();
   return std::nullopt;
 }
 

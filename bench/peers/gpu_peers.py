@@ -188,6 +188,23 @@ def drills(quick):
                                                              rand([nn, k], torch.bfloat16, -0.05, 0.05)]
                                                             for _ in range(sets)],
                         torch.nn.functional.linear, None, False))
+    # D5 attention: torch's SDPA (flash backend for bf16). Decode gives
+    # torch K/V with 8 heads and enable_gqa=True: no expanded copy, the same
+    # bytes Kiln reads (torch without GQA support expands K/V to 32 heads).
+    seq, heads = (512, 8) if quick else (4096, 32)
+    for name, causal in (("sdpa_prefill_causal", True), ("sdpa_prefill", False)):
+        out.append(("D5", name, "bfloat16", [1, heads, seq, 128],
+                    lambda: [rand([1, heads, seq, 128], torch.bfloat16, -1, 1) for _ in range(3)],
+                    lambda q, k, v, causal=causal: torch.nn.functional.scaled_dot_product_attention(
+                        q, k, v, is_causal=causal), None, False))
+    for kv in ((512, 2048) if quick else (4096, 32768)):
+        sets = rotation_sets(2 * 2 * 8 * kv * 128)
+        out.append(("D5", "sdpa_decode_gqa", "bfloat16", [32, 8, kv, 128],
+                    lambda kv=kv, sets=sets: [[rand([1, 32, 1, 128], torch.bfloat16, -1, 1),
+                                               rand([1, 8, kv, 128], torch.bfloat16, -1, 1),
+                                               rand([1, 8, kv, 128], torch.bfloat16, -1, 1)] for _ in range(sets)],
+                    lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                    None, False))
     return out
 
 

@@ -39,4 +39,27 @@ array rope(const array& x, int dims, bool traditional, std::optional<float> base
 
 // ---- attention ----
 
+// softmax(scale * queries @ keys^T + mask) @ values, MLX's signature and
+// semantics. queries [B, n_q_heads, L_q, D], keys [B, n_kv_heads, L_kv, D],
+// values [B, n_kv_heads, L_kv, D_v]; n_q_heads a multiple of n_kv_heads
+// (grouped-query / multi-query attention: query head h reads K/V head
+// h / (n_q_heads / n_kv_heads); K and V are never repeated in memory).
+// mask_mode: "" (none, or the array mask_arr when given), "array" (mask_arr
+// required) or "causal" (no mask_arr; query i sees keys j <= i + L_kv - L_q,
+// aligned to the end as MLX does). mask_arr: bool (false = masked: the
+// score becomes the dtype's lowest finite value, so a fully masked row
+// averages V as MLX's fallback does) or additive (a dtype that promotes to
+// the output's), broadcastable to [B, n_q_heads, L_q, L_kv]. sinks: one
+// logit per query head [n_q_heads], an extra softmax column that takes
+// weight but has no value (attention sinks). The result has the type the
+// inputs promote to (floating only) and shape [B, n_q_heads, L_q, D_v].
+// The fused kernels accumulate in float32 (scores never rounded to the
+// 16-bit type, unlike the plain-op fallback, which the transformations use).
+// force_fused (MLX's flag) builds the fused primitive even where the op
+// would pick the fallback; a case no kernel supports then throws at eval.
+array scaled_dot_product_attention(const array& queries, const array& keys, const array& values, const float scale,
+                                   const std::string& mask_mode = "", std::optional<array> mask_arr = {},
+                                   const std::optional<array>& sinks = {}, bool force_fused = false,
+                                   StreamOrDevice s = {});
+
 }  // namespace kiln::fast

@@ -309,6 +309,9 @@ class StopGradient : public Primitive {
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
   X(ScatterAxis) \
-  X(Sort) X(ArgSort) X(Partition) X(ArgPartition) X(SearchSorted) X(Scan)
+  X(Sort) X(ArgSort) X(Partition) X(ArgPartition) X(SearchSorted) X(Scan) \
+  X(ScaledDotProductAttention)
 
 }  // namespace kiln
+
+#include "core/primitives_attention.h"  // NOLINT(build/include_order): appended families

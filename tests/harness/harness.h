@@ -67,6 +67,7 @@ void register_creation();
 void register_composite();  // ops written with other ops: primitive "composite"
 void register_sort();       // sorting, selection and scans
 void register_fast();       // include/kiln/fast.h
+void register_attention();  // fast::scaled_dot_product_attention
 // All of the above, once.
 void register_all();
 

@@ -36,6 +36,7 @@ void register_all() {
     register_composite();
     register_sort();
     register_fast();
+    register_attention();
   });
 }
 

@@ -108,6 +108,7 @@ Timing time_median(const std::function<void()>& fn, int reps, double budget_seco
 void add_memory_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2, data movement
 void add_linalg_drills(std::vector<DrillSpec>& out, bool quick);  // D3 GEMM, D5 matvec
 void add_fast_drills(std::vector<DrillSpec>& out, bool quick);    // D2 rms_norm, layer_norm, rope
+void add_attention_drills(std::vector<DrillSpec>& out, bool quick);  // D5 attention
 
 // Helpers shared by the drill files.
 // Uniform random values in [lo, hi), evaluated.

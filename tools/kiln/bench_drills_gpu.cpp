@@ -325,6 +325,47 @@ void add_gemm(std::vector<GpuDrill>& out, const std::string& label, int64_t m, i
   }});
 }
 
+// D5 attention (fast::scaled_dot_product_attention, bf16, head dim 128):
+// prefill h32 s4096, causal and full, FLOPs 4 h s^2 d (the causal one
+// counted as half, as torch and MLX report it); decode with 32 query heads
+// over 8 KV heads, whose floor is the K/V bytes read once.
+void add_attention(std::vector<GpuDrill>& out, bool quick) {
+  const int seq = quick ? 512 : 4096, heads = quick ? 8 : 32, d = 128;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (bool causal : {true, false}) {
+    const double flops = 4.0 * heads * seq * static_cast<double>(seq) * d * (causal ? 0.5 : 1.0);
+    const double bytes = 4.0 * 2.0 * heads * seq * d;  // q, k, v and the output
+    out.push_back({"D5", causal ? "sdpa_prefill_causal" : "sdpa_prefill", "bfloat16", {1, heads, seq, d}, bytes, flops,
+                   [=] {
+                     GpuCase c;
+                     std::vector<array> set;
+                     for (int i = 0; i < 3; ++i) set.push_back(random_input({1, heads, seq, d}, bfloat16, 31 + i, -1, 1));
+                     c.input_sets.push_back(set);
+                     c.make = [=](const std::vector<array>& in) {
+                       return fast::scaled_dot_product_attention(in[0], in[1], in[2], scale, causal ? "causal" : "");
+                     };
+                     c.tolerance = 2e-2;
+                     c.check = quick;  // the CPU takes minutes at full size; tests/cuda checks the kernel
+                     return c;
+                   }});
+  }
+  for (int kv : quick ? std::vector<int>{512, 2048} : std::vector<int>{4096, 32768}) {
+    const double bytes = 2.0 * (2.0 * 8 * kv * d + 2.0 * 32 * d);  // K, V; q and the output
+    out.push_back({"D5", "sdpa_decode_gqa", "bfloat16", {32, 8, kv, d}, bytes, 4.0 * 32 * kv * d, [=] {
+      GpuCase c;
+      const int sets = rotation_sets(bytes);
+      for (int i = 0; i < sets; ++i) {
+        c.input_sets.push_back({random_input({1, 32, 1, d}, bfloat16, 41 + i, -1, 1),
+                                random_input({1, 8, kv, d}, bfloat16, 51 + i, -1, 1),
+                                random_input({1, 8, kv, d}, bfloat16, 61 + i, -1, 1)});
+      }
+      c.make = [=](const std::vector<array>& in) { return fast::scaled_dot_product_attention(in[0], in[1], in[2], scale); };
+      c.tolerance = 2e-2;
+      return c;
+    }});
+  }
+}
+
 void add_linalg(std::vector<GpuDrill>& out, bool quick) {
   const std::vector<int64_t> squares = quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{1024, 2048, 4096, 8192};
   for (const char* label : {"bfloat16", "float16", "float32", "tf32"}) {
@@ -476,6 +517,7 @@ int run_gpu_bench(const BenchOptions& opts) {
   add_unary_binary(drills, opts.quick);
   add_reductions(drills, opts.quick);
   add_linalg(drills, opts.quick);
+  add_attention(drills, opts.quick);
   std::erase_if(drills, [&](const GpuDrill& d) { return !std::regex_search(describe(d), filter); });
   if (drills.empty()) {
     std::fprintf(stderr, "kiln bench: no GPU drill matches --filter '%s'\n", opts.filter.c_str());
