@@ -197,7 +197,7 @@ TEST(BenchCli, FilterSelectsDrillsAndRejectsBadInput) {
 }
 
 TEST(BenchCli, GpuDeviceFailsClearlyWithoutAGpu) {
-  EXPECT_EQ(run_cli("bench --quick --peers peers.json").exit_code, 2);  // --peers needs --device gpu
+  EXPECT_EQ(run_cli("bench --quick --peers no_such_peers.json").exit_code, 2);  // a missing peers file
   if (kiln::is_available(kiln::Device::gpu)) GTEST_SKIP() << "a GPU is present: `kiln bench --device gpu` would run in full";
   CommandResult r = run_cli("bench --quick --device gpu");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -301,6 +301,13 @@ class StopGradient : public Primitive {
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
-  X(ScatterAxis)
+  X(ScatterAxis) X(Dequantize) X(QuantizedMatmul) X(GatherQMM)
+
+// Primitives with several outputs: they override the vector forms of
+// eval_cpu / eval_gpu (a build without CUDA stubs the GPU one).
+#define KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(X) X(Quantize)
 
 }  // namespace kiln
+
+// Families declared in their own headers (listed above).
+#include "core/primitives_quant.h"
