@@ -350,7 +350,8 @@ TEST(GatherQmm, PicksEachRowsExpert) {
   // No indices: quantized_matmul.
   auto q = quantize(test::random_array({8, 64}, float32), 32, 4);
   array x = test::random_array({2, 64}, float32);
-  EXPECT_TRUE(array_equal(gather_qmm(x, q[0], q[1], q[2]), quantized_matmul(x, q[0], q[1], q[2], true, 32, 4))
+  EXPECT_TRUE(array_equal(gather_qmm(x, q[0], q[1], q[2], std::nullopt, std::nullopt, true, 32, 4),
+                          quantized_matmul(x, q[0], q[1], q[2], true, 32, 4))
                   .item<bool>());
   // An index out of range is an error, not a read out of bounds.
   auto qe = quantize(test::random_array({2, 8, 64}, float32), 32, 4);
@@ -399,6 +400,27 @@ std::filesystem::path temp_dir(const std::string& name) {
   return dir;
 }
 
+// MLX writes "__metadata__": null when a file has no metadata; such a
+// file (every MLX-quantized checkpoint) loads.
+TEST(QuantizeMlx, SafetensorsWithNullMetadataLoad) {
+  auto dir = temp_dir("null_meta");
+  std::string header = R"({"__metadata__":null,"a":{"data_offsets":[0,8],"dtype":"F32","shape":[2]}})";
+  while (header.size() % 8) header += ' ';
+  uint64_t n = header.size();
+  float data[2] = {1.5f, -2.0f};
+  auto path = (dir / "m.safetensors").string();
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(&n, 8, 1, f);
+  std::fwrite(header.data(), 1, header.size(), f);
+  std::fwrite(data, 4, 2, f);
+  std::fclose(f);
+  auto [arrays, meta] = load_safetensors(path);
+  EXPECT_TRUE(meta.empty());
+  EXPECT_TRUE(test::all_close(arrays.at("a"), {1.5, -2.0}, 0.0));
+  std::filesystem::remove_all(dir);
+}
+
 bool python_has_mlx() {
   return std::system("python3 -c 'import mlx.core' > /dev/null 2>&1") == 0;
 }
@@ -407,9 +429,9 @@ TEST(QuantizeMlx, PackedWordsScalesBiasesAndDequantizationAreBitIdentical) {
   if (!python_has_mlx()) GTEST_SKIP() << "python3 cannot import mlx.core (pip install mlx[cpu])";
   auto dir = temp_dir("mlx");
   std::unordered_map<std::string, array> inputs;
-  inputs["w_float32"] = test::random_array({6, 256}, float32, -2.0, 3.0);
-  inputs["w_bfloat16"] = test::random_array({6, 256}, bfloat16, -2.0, 3.0);
-  inputs["w_float16"] = test::random_array({6, 256}, float16, -2.0, 3.0);
+  inputs.emplace("w_float32", test::random_array({6, 256}, float32, -2.0, 3.0));
+  inputs.emplace("w_bfloat16", test::random_array({6, 256}, bfloat16, -2.0, 3.0));
+  inputs.emplace("w_float16", test::random_array({6, 256}, float16, -2.0, 3.0));
   save_safetensors((dir / "in.safetensors").string(), inputs);
   std::string script = R"PY(
 import sys, mlx.core as mx

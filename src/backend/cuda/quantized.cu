@@ -6,11 +6,15 @@
 // - dequantize: a thread per value, product and sum rounded separately
 //   (MLX's multiply then add in the scales' dtype).
 // - QMV (transposed w, M <= 8, bits 2 / 4 / 8: decode; `kiln bench` rows
-//   qmv_affine4 / qmv_affine8): a warp per row of w; each lane issues four
-//   16-byte loads of packed words before using any (64 bytes per lane,
-//   16 KB per 8-warp block in flight), unpacks in registers and multiplies
-//   the M rows of x (read through the read-only cache: the same x serves
-//   every row). Per word: v = q * s + b, acc[m] += v * x[m].
+//   qmv_affine4 / qmv_affine8): a warp owns R rows of w (R = 4 for M <= 2)
+//   and each lane streams every 32nd 16-byte vector of them, R loads in
+//   flight. A value is unpacked with a shift, a mask and the 2^23 trick (no
+//   int->float conversion, a quarter-rate instruction), and the dot is
+//   arranged per word: t = sum_e q_e x_e, acc += s t + b sum_e x_e, so a
+//   value costs about one fma per row of x and each 16-byte load of x
+//   serves R rows. At about 4 instructions per 4-bit value (128 per clock
+//   per SM) the 4-bit kernel is near instruction-bound at the 3.6 TB/s
+//   target: measure before going further (bf16x2 unpacking is next).
 // - QMM (everything else; `kiln bench` row qmm_affine4): w is dequantized
 //   into a scratch buffer of x's dtype, then cuBLASLt multiplies
 //   (cuda::gemm_rowmajor in matmul.cpp). Not yet the fused shared-memory +
@@ -111,61 +115,113 @@ __global__ void dequantize_kernel(const uint32_t* __restrict__ w, const T* __res
 }
 
 constexpr int kQmvWarps = 8;
-constexpr int kQmvLoads = 4;  // 16-byte loads in flight per lane
 
-// Needs words % 4 == 0 and a 16-byte aligned w.
-template <typename T, int M, int BITS>
+// n consecutive values of x as float, in 16-byte (or 8-byte) loads through
+// the read-only cache; p is aligned to min(16, n * sizeof(T)) bytes.
+template <typename T, int N>
+__device__ __forceinline__ void load_floats(const T* p, float (&out)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  if constexpr (kBytes % 16 == 0) {
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int c = 0; c < kBytes / 16; ++c) {
+      uint4 u = __ldg(reinterpret_cast<const uint4*>(p) + c);
+      T tmp[kPer];
+      memcpy(tmp, &u, 16);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) out[c * kPer + e] = f32(tmp[e]);
+    }
+  } else if constexpr (kBytes == 8) {
+    uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    T tmp[N];
+    memcpy(tmp, &u, 8);
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = f32(tmp[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = f32(p[e]);
+  }
+}
+
+// Value e of a packed word as float without an int->float conversion
+// (a quarter-rate instruction): 2^23 + q has q in its mantissa bits.
+template <int BITS>
+__device__ __forceinline__ float unpack_float(uint32_t word, int e) {
+  constexpr uint32_t kMask = (1u << BITS) - 1u;
+  return __uint_as_float(0x4B000000u | ((word >> (e * BITS)) & kMask)) - 8388608.0f;
+}
+
+// Needs 16-byte aligned w with words % 4 == 0, and x aligned for
+// load_floats (16-byte aligned rows). A warp owns R rows of w; each lane
+// takes every 32nd 16-byte vector of them (R loads in flight), and each
+// slice of x it loads serves all R rows: per word, t = sum_e q_e x_e and
+// acc += s t + b sum_e x_e.
+template <typename T, int M, int BITS, int R>
 __global__ void __launch_bounds__(kQmvWarps * 32) qmv_kernel(const T* __restrict__ x, const uint32_t* __restrict__ w,
                                                               const T* __restrict__ scales, const T* __restrict__ biases,
                                                               T* __restrict__ y, int64_t N, int64_t K, int gs) {
   constexpr int EPW = 32 / BITS;
-  constexpr uint32_t MASK = (1u << BITS) - 1u;
   const int lane = threadIdx.x % 32;
   const int64_t words = K * BITS / 32, vecs = words / 4, G = K / gs;
-  for (int64_t n = static_cast<int64_t>(blockIdx.x) * kQmvWarps + threadIdx.x / 32; n < N;
-       n += static_cast<int64_t>(gridDim.x) * kQmvWarps) {
-    const uint4* wr = reinterpret_cast<const uint4*>(w + n * words);
-    const T* sr = scales + n * G;
-    const T* br = biases + n * G;
-    float acc[M];
+  for (int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kQmvWarps + threadIdx.x / 32) * R; n0 < N;
+       n0 += static_cast<int64_t>(gridDim.x) * kQmvWarps * R) {
+    // Rows past N read row n0 (no branch around the loads) and are dropped.
+    int64_t rows[R];
 #pragma unroll
-    for (int m = 0; m < M; ++m) acc[m] = 0.f;
-    for (int64_t base = lane; base < vecs; base += 32 * kQmvLoads) {
-      uint4 v[kQmvLoads];
+    for (int r = 0; r < R; ++r) rows[r] = n0 + r < N ? n0 + r : n0;
+    float acc[R][M];
 #pragma unroll
-      for (int u = 0; u < kQmvLoads; ++u) {
-        int64_t i = base + u * 32;
-        v[u] = i < vecs ? __ldcs(wr + i) : make_uint4(0, 0, 0, 0);
-      }
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < kQmvLoads; ++u) {
-        int64_t i = base + u * 32;
-        if (i >= vecs) break;
-        uint32_t ws[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+      for (int m = 0; m < M; ++m) acc[r][m] = 0.f;
+    for (int64_t i = lane; i < vecs; i += 32) {
+      uint4 v[R];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          int64_t k0 = (i * 4 + j) * EPW;
-          int64_t g = k0 / gs;
-          float s = f32(sr[g]), b = f32(br[g]);
+      for (int r = 0; r < R; ++r) v[r] = __ldcs(reinterpret_cast<const uint4*>(w + rows[r] * words) + i);
 #pragma unroll
-          for (int e = 0; e < EPW; ++e) {
-            float val = fmaf(static_cast<float>((ws[j] >> (e * BITS)) & MASK), s, b);
+      for (int j = 0; j < 4; ++j) {
+        const int64_t k0 = (i * 4 + j) * EPW;
+        const int64_t g = k0 / gs;
+        float q[R][EPW];
+        float s[R], b[R];
 #pragma unroll
-            for (int m = 0; m < M; ++m) acc[m] = fmaf(val, f32(__ldg(x + m * K + k0 + e)), acc[m]);
+        for (int r = 0; r < R; ++r) {
+          uint32_t word = j == 0 ? v[r].x : j == 1 ? v[r].y : j == 2 ? v[r].z : v[r].w;
+#pragma unroll
+          for (int e = 0; e < EPW; ++e) q[r][e] = unpack_float<BITS>(word, e);
+          s[r] = f32(scales[rows[r] * G + g]);
+          b[r] = f32(biases[rows[r] * G + g]);
+        }
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float xv[EPW];
+          load_floats<T, EPW>(x + m * K + k0, xv);
+          float xsum = 0.f;
+#pragma unroll
+          for (int e = 0; e < EPW; ++e) xsum += xv[e];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            float t = 0.f;
+#pragma unroll
+            for (int e = 0; e < EPW; ++e) t = fmaf(q[r][e], xv[e], t);
+            acc[r][m] = fmaf(s[r], t, fmaf(b[r], xsum, acc[r][m]));
           }
         }
       }
     }
 #pragma unroll
-    for (int m = 0; m < M; ++m) {
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], o);
-    }
-    if (lane < M) {
-      float r = acc[0];
+      for (int m = 0; m < M; ++m) {
 #pragma unroll
-      for (int m = 1; m < M; ++m) r = lane == m ? acc[m] : r;
-      y[lane * N + n] = static_cast<T>(r);
+        for (int o = 16; o > 0; o >>= 1) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], o);
+      }
+      if (lane < M && n0 + r < N) {
+        float out = acc[r][0];
+#pragma unroll
+        for (int m = 1; m < M; ++m) out = lane == m ? acc[r][m] : out;
+        y[lane * N + n0 + r] = static_cast<T>(out);
+      }
     }
   }
 }
@@ -260,13 +316,25 @@ void float_dispatch(Dtype t, const char* op, F&& f) {
   }
 }
 
+// Rows of w per warp: more rows share each load of x, fewer leave room
+// for the M rows of x in registers.
+template <int M>
+constexpr int qmv_rows_per_warp() {
+  return M <= 2 ? 4 : M <= 4 ? 2 : 1;
+}
+
 template <typename T, int BITS>
 void launch_qmv(const T* x, const uint32_t* w, const T* s, const T* b, T* y, int64_t M, int64_t N, int64_t K, int gs,
                 cudaStream_t st) {
-  unsigned grid = static_cast<unsigned>(std::max<int64_t>(1, (N + kQmvWarps - 1) / kQmvWarps));
+  auto grid = [N](int rows) {
+    return static_cast<unsigned>(std::max<int64_t>(1, (N + kQmvWarps * rows - 1) / (kQmvWarps * rows)));
+  };
   switch (M) {
-#define KILN_QMV_CASE(m) \
-  case m: qmv_kernel<T, m, BITS><<<grid, kQmvWarps * 32, 0, st>>>(x, w, s, b, y, N, K, gs); break;
+#define KILN_QMV_CASE(m)                                                                        \
+  case m:                                                                                       \
+    qmv_kernel<T, m, BITS, qmv_rows_per_warp<m>()>                                              \
+        <<<grid(qmv_rows_per_warp<m>()), kQmvWarps * 32, 0, st>>>(x, w, s, b, y, N, K, gs);     \
+    break;
     KILN_QMV_CASE(1) KILN_QMV_CASE(2) KILN_QMV_CASE(3) KILN_QMV_CASE(4)
     KILN_QMV_CASE(5) KILN_QMV_CASE(6) KILN_QMV_CASE(7) KILN_QMV_CASE(8)
 #undef KILN_QMV_CASE
@@ -279,7 +347,8 @@ void product_2d(Dtype t, const T* x, const uint32_t* w, const T* s, const T* b, 
                 int64_t K, QuantParams p, bool transpose, cudaStream_t st) {
   const int64_t words = (transpose ? K : N) * p.bits / 32;
   // float64 (references, transformation checks) takes the dense path in double.
-  bool vec_ok = words % 4 == 0 && aligned16(w) && !std::is_same_v<T, double>;
+  bool vec_ok = words % 4 == 0 && aligned16(w) && aligned16(x) && (K * sizeof(T)) % 16 == 0 &&
+                !std::is_same_v<T, double>;
   if (!std::is_same_v<T, double> && transpose && M <= 8 && vec_ok && (p.bits == 2 || p.bits == 4 || p.bits == 8)) {
     if (p.bits == 2) launch_qmv<T, 2>(x, w, s, b, y, M, N, K, p.group_size, st);
     if (p.bits == 4) launch_qmv<T, 4>(x, w, s, b, y, M, N, K, p.group_size, st);
