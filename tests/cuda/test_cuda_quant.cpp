@@ -22,7 +22,7 @@ class GpuQuant : public ::testing::Test {
   }
 };
 
-bool equal(const array& a, const array& b) { return array_equal(a, b, Device::cpu).item<bool>(); }
+bool same_values(const array& a, const array& b) { return array_equal(a, b, Device::cpu).item<bool>(); }
 
 // |gpu - cpu| <= rtol * (sum |x| |w| scale of the row): compared against the
 // largest |cpu| value of the output (sums cancel).
@@ -48,10 +48,10 @@ TEST_F(GpuQuant, QuantizeAndDequantizeAreBitIdentical) {
         array w = random_array({5, 3 * gs}, t);
         auto c = quantize(w, gs, bits, "affine", std::nullopt, Device::cpu);
         auto g = quantize(w, gs, bits, "affine", std::nullopt, Device::gpu);
-        for (int i = 0; i < 3; ++i) EXPECT_TRUE(equal(c[i], g[i])) << "output " << i;
+        for (int i = 0; i < 3; ++i) EXPECT_TRUE(same_values(c[i], g[i])) << "output " << i;
         array dc = dequantize(c[0], c[1], c[2], gs, bits, "affine", std::nullopt, std::nullopt, Device::cpu);
         array dg = dequantize(c[0], c[1], c[2], gs, bits, "affine", std::nullopt, std::nullopt, Device::gpu);
-        EXPECT_TRUE(equal(dc, dg));
+        EXPECT_TRUE(same_values(dc, dg));
       }
     }
   }
