@@ -79,6 +79,11 @@ double expected_bytes(const json& row) {
     return item * (m * k + k * n + m * n);
   }
   if (name == "sgemv" || name == "bf16_gemv") return item * (a * b + a + b);  // W[K, N], x[K], y[N]
+  // D4 [M, K, N]: the packed weights plus bf16 scales and biases per group of 64.
+  if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) {
+    const double k = b, n = s[2].get<double>(), bits = name.back() - '0';
+    return k * n * bits / 8 + 2 * 2 * n * (k / 64);
+  }
   ADD_FAILURE() << "no byte accounting known for drill " << name;
   return 0;
 }
@@ -93,6 +98,7 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add") return product(s);
   if (name == "sgemm" || name == "bf16_gemm") return 2 * product(s);
   if (name == "sgemv" || name == "bf16_gemv") return 2 * product(s);
+  if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) return 2 * product(s);
   return std::nullopt;
 }
 
