@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_features.h"
@@ -268,14 +269,20 @@ TEST(QuantizedMatmul, VectorXAndBatchedWeightsBroadcast) {
 }
 
 TEST(QuantizedMatmul, SimdLevelsAgree) {
-  // The AVX-512, AVX2 and generic QMV paths give the same products.
-  auto q = quantize(test::random_array({33, 384}, bfloat16), 128, 4);
-  array x = test::random_array({3, 384}, bfloat16);
-  Reference r = matmul_ref(x, q[0], q[1], q[2], 128, 4, true);
-  for (auto level : {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512}) {
-    cpu::set_cpu_target_override(level);
-    array y = quantized_matmul(x, q[0], q[1], q[2], true, 128, 4);
-    EXPECT_TRUE(close_to_ref(y, r, 1.6e-2)) << cpu::cpu_target_name(level);
+  // The AVX512-BF16, AVX-512, AVX2 and generic QMV paths give the same
+  // products, with and without a partial last chunk of words.
+  for (auto [gs, K, bits] : {std::tuple{128, 384, 4}, std::tuple{32, 352, 4}, std::tuple{32, 352, 8}}) {
+    auto q = quantize(test::random_array({33, K}, bfloat16), gs, bits);
+    for (int M : {1, 2, 3, 8}) {
+      array x = test::random_array({M, K}, bfloat16);
+      Reference r = matmul_ref(x, q[0], q[1], q[2], gs, bits, true);
+      for (auto level : {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512,
+                         cpu::CpuTarget::avx512_bf16}) {
+        cpu::set_cpu_target_override(level);
+        array y = quantized_matmul(x, q[0], q[1], q[2], true, gs, bits);
+        EXPECT_TRUE(close_to_ref(y, r, 1.6e-2)) << cpu::cpu_target_name(level) << " K " << K << " M " << M;
+      }
+    }
   }
   cpu::clear_cpu_target_override();
 }

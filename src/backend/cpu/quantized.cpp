@@ -289,6 +289,7 @@ void product_2d(const cpu::QmvArgs& a, bool transpose) {
     if (a.M >= kQmmMinRows) return qmm_tiled<T>(a, transpose);
     if (!transpose) return generic_plain<T>(a);
     cpu::CpuTarget level = cpu::cpu_target();
+    if (level >= cpu::CpuTarget::avx512_bf16 && cpu::qmv4_avx512_bf16(a)) return;
     if (level >= cpu::CpuTarget::avx512 && cpu::qmv_avx512(a)) return;
     if (level >= cpu::CpuTarget::avx2 && cpu::qmv_avx2(a)) return;
     generic_transposed<T>(a);

@@ -28,6 +28,8 @@ inline constexpr int kQmvMaxRows = 8;
 // Runs the SIMD QMV (bits 2, 4, 8; M <= kQmvMaxRows) for the CPU's level:
 // false when no SIMD kernel applies (then the caller uses the generic path).
 bool qmv_avx512(const QmvArgs& a);
+// 4-bit weights with bfloat16 x through vdpbf16ps (AVX512-BF16 CPUs).
+bool qmv4_avx512_bf16(const QmvArgs& a);
 bool qmv_avx2(const QmvArgs& a);
 
 }  // namespace kiln::cpu
