@@ -4,7 +4,7 @@ drill, name, dtype and shape as Kiln's rows, MLX's quantized_matmul on
 affine-quantized weights (group 64, bfloat16 x / scales / biases, weights
 in the [N, K] layout of a linear layer, transpose=True).
 
-    python3 bench/peers/mlx_peers.py --json mlx.json [--device cpu|gpu] [--quick] [--threads N]
+    python3 bench/peers/mlx_peers.py --json mlx.json [--device cpu|gpu] [--quick] [--filter REGEX]
     kiln bench --filter D4 --peers mlx.json            # CPU rows
     kiln bench --device gpu --filter D4 --peers mlx.json
 
@@ -15,6 +15,7 @@ the weights do not sit in the cache between runs when one set would fit.
 import argparse
 import json
 import math
+import re
 import statistics
 import time
 
@@ -49,10 +50,13 @@ def main():
     ap.add_argument("--json", required=True)
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--filter", default="", help="regex over the drill name, e.g. qmv")
     args = ap.parse_args()
     mx.set_default_device(mx.gpu if args.device == "gpu" else mx.cpu)
     rows = []
     for name, bits, m, k, n in drills(args.quick):
+        if not re.search(args.filter, name):
+            continue
         weight_bytes = n * k * bits / 8 + 2 * 2 * n * (k // GROUP)
         sets = min(max(math.ceil(256e6 / weight_bytes), 1), 8)
         weights = []

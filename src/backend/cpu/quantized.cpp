@@ -220,29 +220,30 @@ void generic_plain(const cpu::QmvArgs& a) {
   });
 }
 
-// Dequantizes output columns [n0, n0 + nb) of w into a row-major float
-// panel [K, nb] and multiplies by Kiln's GEMM (plain w: a column block of
+// Dequantizes output columns [n0, n0 + nb) of w into a row-major panel
+// [K, nb] of P and multiplies by Kiln's GEMM (plain w: a column block of
 // every row, nb a multiple of the group; transposed w: rows of w written as
-// columns).
-template <typename T>
+// columns). P is bfloat16 for bfloat16 x: the product then runs in the bf16
+// GEMM (AMX tiles or AVX512-BF16 where the CPU has them, fp32 accumulation).
+template <typename T, typename P>
 void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
   const int64_t inner = a.K, outer = a.N;
   const int64_t packed_len = transpose ? a.K : a.N;
   const int64_t G = packed_len / a.group_size, words = packed_len * a.bits / 32;
   const T* scales = static_cast<const T*>(a.scales);
   const T* biases = static_cast<const T*>(a.biases);
-  // About 16 MB of panel: big enough that the GEMM's packing of x is
+  // About 16 MB of float panel: big enough that the GEMM's packing of x is
   // amortized, small enough to stay in the last-level cache.
   int64_t tile = std::max<int64_t>(128, (int64_t{4} << 20) / std::max<int64_t>(inner, 1) / 128 * 128);
   tile = std::min(tile, outer);
   // Every element is written before the GEMM reads it: no zero fill.
-  std::unique_ptr<float[]> panel(new float[tile * inner]);
+  std::unique_ptr<P[]> panel(new P[tile * inner]);
   for (int64_t n0 = 0; n0 < outer; n0 += tile) {
     int64_t nb = std::min(tile, outer - n0);
     if (transpose) {
-      // Rows of w become columns of a row-major [K, nb] panel (the layout
-      // the GEMM packs fastest), through 16 x 256 blocks so that both the
-      // reads and the writes stay within cache lines.
+      // Rows of w become columns of the panel (the layout the GEMM packs
+      // fastest; a transposed B is several times slower), through 16 x 256
+      // blocks so that both the reads and the writes stay within cache lines.
       constexpr int64_t kRows = 16, kCols = 256;
       const int64_t kblocks = (inner + kCols - 1) / kCols, rblocks = (nb + kRows - 1) / kRows;
       cpu::parallel_for(kblocks * rblocks, 4, [&](int64_t b0, int64_t b1) {
@@ -256,21 +257,27 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
             scale_groups(tmp.data() + r * kCols, k0, kn, a.group_size, scales + n * G, biases + n * G);
           }
           for (int64_t k = 0; k < kn; ++k) {
-            float* o = panel.get() + (k0 + k) * nb + r0;
-            for (int64_t r = 0; r < rn; ++r) o[r] = tmp[r * kCols + k];
+            P* o = panel.get() + (k0 + k) * nb + r0;
+            for (int64_t r = 0; r < rn; ++r) o[r] = cpu::convert<P>(tmp[r * kCols + k]);
           }
         }
       });
     } else {
       cpu::parallel_for(inner, 16, [&](int64_t k0, int64_t k1) {
+        std::vector<float> row(nb);
         for (int64_t k = k0; k < k1; ++k) {
-          float* o = panel.get() + k * nb;
-          unpack_range(a.w + k * words, n0, nb, a.bits, o);
-          scale_groups(o, n0, nb, a.group_size, scales + k * G, biases + k * G);
+          unpack_range(a.w + k * words, n0, nb, a.bits, row.data());
+          scale_groups(row.data(), n0, nb, a.group_size, scales + k * G, biases + k * G);
+          P* o = panel.get() + k * nb;
+          for (int64_t j = 0; j < nb; ++j) o[j] = cpu::convert<P>(row[j]);
         }
       });
     }
-    cpu::gemm_f32({a.M, nb, inner, a.x, inner, 1, panel.get(), nb, 1, a.out + n0, a.N, cpu_threads()});
+    if constexpr (std::is_same_v<P, bfloat16_t>) {
+      cpu::gemm_bf16({a.M, nb, inner, a.x_raw, inner, 1, panel.get(), nb, 1, a.out + n0, a.N, cpu_threads()}, float32);
+    } else {
+      cpu::gemm_f32({a.M, nb, inner, a.x, inner, 1, panel.get(), nb, 1, a.out + n0, a.N, cpu_threads()});
+    }
   }
 }
 
@@ -286,7 +293,10 @@ void product_2d(const cpu::QmvArgs& a, bool transpose) {
   }
   auto typed = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (a.M >= kQmmMinRows) return qmm_tiled<T>(a, transpose);
+    if (a.M >= kQmmMinRows) {
+      if constexpr (std::is_same_v<T, bfloat16_t>) return qmm_tiled<T, bfloat16_t>(a, transpose);
+      return qmm_tiled<T, float>(a, transpose);
+    }
     if (!transpose) return generic_plain<T>(a);
     cpu::CpuTarget level = cpu::cpu_target();
     if (level >= cpu::CpuTarget::avx512_bf16 && cpu::qmv4_avx512_bf16(a)) return;
@@ -364,7 +374,7 @@ void run_product(const char* x, Dtype t, int64_t M, int64_t N, int64_t K, const 
     return;
   }
   std::vector<float> xf = to_float(x, t, M * K), of(M * N);
-  product_2d({xf.data(), M, N, K, w, s, b, t, p.bits, p.group_size, of.data()}, transpose);
+  product_2d({xf.data(), x, M, N, K, w, s, b, t, p.bits, p.group_size, of.data()}, transpose);
   cpu::cast_contiguous(of.data(), float32, out, t, of.size());
 }
 

@@ -13,6 +13,7 @@ namespace kiln::cpu {
 // row-contiguous) into out [M, N] (float, row-major).
 struct QmvArgs {
   const float* x;
+  const void* x_raw;  // the same x in dtype t (row-major), for the bf16 GEMM path
   int64_t M, N, K;
   const uint32_t* w;
   const void* scales;
