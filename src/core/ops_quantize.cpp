@@ -4,6 +4,7 @@
 // rules.
 #include <numeric>
 #include <string>
+#include <tuple>
 
 #include "core/ops_util.h"
 #include "core/primitives.h"
@@ -374,8 +375,39 @@ std::vector<array> GatherQMM::jvp(const std::vector<array>& primals, const std::
   return {gather_qmm(tan[0], primals[1], primals[2], primals[3], primals[4], primals[5], transpose_, p_.group_size,
                      p_.bits)};
 }
-std::pair<std::vector<array>, std::vector<int>> GatherQMM::vmap(const std::vector<array>&, const std::vector<int>&) {
-  throw Error("[GatherQMM] vmap of gather_qmm is not supported yet");
+// The mapped axis joins the gathered batch: a mapped x (or w, scales,
+// biases) is flattened to [n * count, ...] and example b's indices move by
+// b * count; unmapped operands keep their shape and indices.
+std::pair<std::vector<array>, std::vector<int>> GatherQMM::vmap(const std::vector<array>& inputs,
+                                                                const std::vector<int>& axes) {
+  detail::RuleStreamScope scope(stream());
+  int n = detail::batch_size(inputs, axes);
+  // [n * count, r, c] and the count of matrices per example.
+  auto flatten_batch = [n](const array& a, int axis) {
+    array b = detail::batch_first(a, axis, n);
+    int count = static_cast<int>(shape_size(batch_of(b)) / n);
+    return std::pair{reshape(b, {-1, b.shape(-2), b.shape(-1)}), count};
+  };
+  auto shifted = [n](const array& idx, int axis, int count, bool operand_mapped) {
+    array i = detail::batch_first(idx, axis, n);
+    if (!operand_mapped) return i;
+    Shape steps(i.ndim(), 1);
+    steps[0] = n;
+    array offsets = reshape(astype(arange(0, n, 1), uint32) * static_cast<uint32_t>(count), steps);
+    return i + offsets;
+  };
+  bool x_mapped = axes[0] >= 0, w_mapped = axes[1] >= 0 || axes[2] >= 0 || axes[3] >= 0;
+  array x = inputs[0], w = inputs[1], sc = inputs[2], bi = inputs[3];
+  int x_count = 0, w_count = 0;
+  if (x_mapped) std::tie(x, x_count) = flatten_batch(x, axes[0]);
+  if (w_mapped) {
+    std::tie(w, w_count) = flatten_batch(w, axes[1]);
+    sc = flatten_batch(sc, axes[2]).first;
+    bi = flatten_batch(bi, axes[3]).first;
+  }
+  array lhs = shifted(inputs[4], axes[4], x_count, x_mapped);
+  array rhs = shifted(inputs[5], axes[5], w_count, w_mapped);
+  return {{gather_qmm(x, w, sc, bi, lhs, rhs, transpose_, p_.group_size, p_.bits)}, {0}};
 }
 
 }  // namespace kiln

@@ -160,7 +160,6 @@ void register_quant() {
                products(values(x[0]), d, 2, K, N, transpose, as_indices(x[4]), as_indices(x[5]))};
          },
          .diff = {0},
-         .vmap = false,
          .rtol_scale = 4.0});
   }
 }
