@@ -2,13 +2,18 @@
 // bit for bit), and quantized_matmul / gather_qmm.
 //
 // quantized_matmul picks one of three paths per 2-d product:
-// - QMV (transposed w, M <= 8: decode): the SIMD kernels of
-//   quantized_qmv*.cpp, reading the packed words once, dequantizing in
+// - QMV (transposed w, M <= 8, bits 2 / 4 / 8: decode): the SIMD kernels
+//   of quantized_qmv*.cpp (4-bit with bf16 x through vdpbf16ps where the
+//   CPU has AVX512-BF16), reading the packed words once, dequantizing in
 //   registers (`kiln bench` rows qmv_affine4, qmv_affine8);
 // - QMM (M > 8, either orientation: prefill): w is dequantized one tile of
-//   output columns at a time into a float32 panel that stays in cache and
-//   multiplied by Kiln's GEMM kernels (gemm.h), so the full-size float
-//   weights never exist in memory (`kiln bench` row qmm_affine4);
+//   output columns at a time into a panel that stays in the last-level
+//   cache (bf16 for bf16 x, else float32) and multiplied by Kiln's GEMM
+//   kernels (gemm.h: AMX / AVX512-BF16 for bf16), so the full-size
+//   dequantized weights never exist in memory (`kiln bench` row
+//   qmm_affine4);
+// - float64 (references, transformation checks): dequantize in double and
+//   a plain product;
 // - generic (everything else: bits 3, 5, 6 at small M, w not transposed at
 //   small M, CPUs without AVX2): unpack a group to float, dot, scale.
 #include <cmath>
