@@ -86,6 +86,11 @@ double expected_bytes(const json& row) {
     return item * (m * k + k * n + m * n);
   }
   if (name == "sgemv" || name == "bf16_gemv") return item * (a * b + a + b);  // W[K, N], x[K], y[N]
+  // D4 [M, K, N]: the packed weights plus bf16 scales and biases per group of 64.
+  if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) {
+    const double k = b, n = s[2].get<double>(), bits = name.back() - '0';
+    return k * n * bits / 8 + 2 * 2 * n * (k / 64);
+  }
   ADD_FAILURE() << "no byte accounting known for drill " << name;
   return 0;
 }
@@ -104,6 +109,7 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "sdpa_prefill") return 4 * product(s) * s[2].get<double>();
   if (name == "sdpa_prefill_causal") return 2 * product(s) * s[2].get<double>();
   if (name == "sdpa_decode_gqa") return 4 * s[0].get<double>() * s[2].get<double>() * s[3].get<double>();
+  if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) return 2 * product(s);
   return std::nullopt;
 }
 
@@ -208,7 +214,7 @@ TEST(BenchCli, FilterSelectsDrillsAndRejectsBadInput) {
 }
 
 TEST(BenchCli, GpuDeviceFailsClearlyWithoutAGpu) {
-  EXPECT_EQ(run_cli("bench --quick --peers peers.json").exit_code, 2);  // --peers needs --device gpu
+  EXPECT_EQ(run_cli("bench --quick --peers no_such_peers.json").exit_code, 2);  // a missing peers file
   if (kiln::is_available(kiln::Device::gpu)) GTEST_SKIP() << "a GPU is present: `kiln bench --device gpu` would run in full";
   CommandResult r = run_cli("bench --quick --device gpu");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -412,6 +412,45 @@ array kron(const array& a, const array& b, StreamOrDevice s = {});
 // alpha * (a @ b) + beta * c, floating types only; c broadcasts to a @ b.
 array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f, StreamOrDevice s = {});
 
+// ---- quantization (MLX's group-wise affine mode; llama.cpp block modes) ----
+// w [..., K] -> {packed uint32 [..., K * bits / 32], scales, biases
+// [..., K / group_size]} (scales and biases in w's dtype). Each group of
+// group_size values along the last axis maps to q = round((w - bias) /
+// scale) in [0, 2^bits), packed LSB-first as one little-endian bit stream
+// per row (the words of MLX: bits 3, 5, 6 straddle word boundaries the way
+// MLX's byte packing does). Defaults: group_size 64, bits 4. A block mode
+// ("q4_0", ...: core/quantize_blocks.h) returns {w} alone.
+// Differences from MLX: float64 works everywhere (MLX's kernels reject it):
+// quantize computes its groups in float as for the other types, dequantize
+// and the products compute in double; "mxfp4", "mxfp8" and "nvfp4" are not
+// implemented yet and say so; global_scale is accepted only as nullopt.
+std::vector<array> quantize(const array& w, std::optional<int> group_size = std::nullopt,
+                            std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
+                            const std::optional<array>& global_scale = std::nullopt, StreamOrDevice s = {});
+// q * scale + bias per group, computed in the scales' dtype (rounded after
+// the product and after the sum, as MLX does); `dtype` casts the result.
+array dequantize(const array& w, const array& scales, const std::optional<array>& biases = std::nullopt,
+                 std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+                 const std::string& mode = "affine", const std::optional<array>& global_scale = std::nullopt,
+                 std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
+// x [..., K] times the dequantized w: transposed ([N, K] packed along K,
+// the layout of a Linear layer) or not ([K, N] packed along N). A w with
+// batch axes broadcasts against x's batch axes (x needs at least 3 axes
+// then; MLX leaves that case undefined).
+array quantized_matmul(const array& x, const array& w, const array& scales,
+                       const std::optional<array>& biases = std::nullopt, bool transpose = true,
+                       std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+                       const std::string& mode = "affine", StreamOrDevice s = {});
+// The mixture-of-experts form: out[i] = x[lhs_indices[i]] @ w[rhs_indices[i]]
+// over the flattened batch axes of x [..., M, K] and w [..., N, K'], with
+// the indices broadcast together (default: each batch entry in order);
+// output lhs.shape + [M, N]. sorted_indices is a hint and changes nothing.
+array gather_qmm(const array& x, const array& w, const array& scales, const std::optional<array>& biases = std::nullopt,
+                 std::optional<array> lhs_indices = std::nullopt, std::optional<array> rhs_indices = std::nullopt,
+                 bool transpose = true, std::optional<int> group_size = std::nullopt,
+                 std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
+                 bool sorted_indices = false, StreamOrDevice s = {});
+
 // ---- operators ----
 array operator-(const array& a);
 array operator!(const array& a);

@@ -43,5 +43,11 @@ void synchronize_all() {}
   }
 KILN_FOR_EACH_PRIMITIVE(KILN_NO_GPU_EVAL)
 #undef KILN_NO_GPU_EVAL
+#define KILN_NO_GPU_EVAL_MULTI(NAME)                                              \
+  void NAME::eval_gpu(const std::vector<array>&, std::vector<array>&) {          \
+    throw Error(std::string("[") + name() + "] " + device_unavailable_reason(Device::gpu)); \
+  }
+KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_NO_GPU_EVAL_MULTI)
+#undef KILN_NO_GPU_EVAL_MULTI
 
 }  // namespace kiln

@@ -310,8 +310,15 @@ class StopGradient : public Primitive {
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
   X(ScatterAxis) \
   X(Sort) X(ArgSort) X(Partition) X(ArgPartition) X(SearchSorted) X(Scan) \
-  X(ScaledDotProductAttention)
+  X(ScaledDotProductAttention) \
+  X(Dequantize) X(QuantizedMatmul) X(GatherQMM)
+
+// Primitives with several outputs: they override the vector forms of
+// eval_cpu / eval_gpu (a build without CUDA stubs the GPU one).
+#define KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(X) X(Quantize)
 
 }  // namespace kiln
 
-#include "core/primitives_attention.h"  // NOLINT(build/include_order): appended families
+// Families declared in their own headers (listed above).
+#include "core/primitives_attention.h"  // NOLINT(build/include_order)
+#include "core/primitives_quant.h"      // NOLINT(build/include_order)

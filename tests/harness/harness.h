@@ -68,6 +68,7 @@ void register_composite();  // ops written with other ops: primitive "composite"
 void register_sort();       // sorting, selection and scans
 void register_fast();       // include/kiln/fast.h
 void register_attention();  // fast::scaled_dot_product_attention
+void register_quant();      // quantize, dequantize, quantized_matmul, gather_qmm
 // All of the above, once.
 void register_all();
 

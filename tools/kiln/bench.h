@@ -109,6 +109,7 @@ void add_memory_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2, dat
 void add_linalg_drills(std::vector<DrillSpec>& out, bool quick);  // D3 GEMM, D5 matvec
 void add_fast_drills(std::vector<DrillSpec>& out, bool quick);    // D2 rms_norm, layer_norm, rope
 void add_attention_drills(std::vector<DrillSpec>& out, bool quick);  // D5 attention
+void add_quant_drills(std::vector<DrillSpec>& out, bool quick);   // D4 quantized matvec / matmul
 
 // Helpers shared by the drill files.
 // Uniform random values in [lo, hi), evaluated.
@@ -141,6 +142,11 @@ void print_table_header();
 void print_row(const BenchRow& row);
 void write_json(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows,
                 const BenchOptions& opts);
+// Peers' rows written by a bench/peers/ script ({"rows": [{drill, name,
+// dtype, shape, peer, time_us}, ...]}): each row takes the fastest peer of
+// the same drill, name, dtype and shape; print_peer_table lists them all.
+void join_peers(std::vector<BenchRow>& rows, const std::string& path);
+void print_peer_table(const std::vector<BenchRow>& rows);
 void write_roofline_svg(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows);
 
 // OpenBLAS, the GEMM peer, falls back to SSE3 kernels on CPUs it does not

@@ -395,16 +395,43 @@ void add_linalg(std::vector<GpuDrill>& out, bool quick) {
   }
 }
 
-std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
-std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
-                   const std::vector<int64_t>& shape) {
-  return drill + "/" + name + "/" + dtype + "/" + shape_string(shape);
+// D4: affine-quantized weights (group 64, bf16 x, scales, biases) in the
+// [N, K] layout of a linear layer: qmv rows are decode (bound by the packed
+// bytes + scales + biases, the `bytes` here), qmm_affine4 is prefill at M = 512.
+void add_quant(std::vector<GpuDrill>& out, bool quick) {
+  const int64_t k = quick ? 512 : 4096, n = quick ? 1792 : 14336;
+  struct Q {
+    const char* name;
+    int bits;
+    int64_t m;
+  };
+  for (Q q : {Q{"qmv_affine4", 4, 1}, Q{"qmv_affine8", 8, 1}, Q{"qmm_affine4", 4, quick ? 64 : 512}}) {
+    const double bytes = static_cast<double>(n) * k * q.bits / 8 + 2.0 * 2 * n * (k / 64);
+    out.push_back({"D4", q.name, "bfloat16", {q.m, k, n}, bytes, 2.0 * q.m * k * n, [=] {
+      GpuCase c;
+      array x = gpu_random({static_cast<int>(q.m), static_cast<int>(k)}, bfloat16, 41);
+      const int sets = rotation_sets(bytes);
+      for (int i = 0; i < sets; ++i) {
+        auto w = quantize(random_input({static_cast<int>(n), static_cast<int>(k)}, bfloat16, 42 + i, -0.05f, 0.05f),
+                          64, q.bits, "affine", std::nullopt, Device::gpu);
+        eval(w);
+        c.input_sets.push_back({x, w[0], w[1], w[2]});
+      }
+      c.make = [bits = q.bits](const std::vector<array>& in) {
+        return quantized_matmul(in[0], in[1], in[2], in[3], true, 64, bits);
+      };
+      c.tolerance = 2e-2;
+      return c;
+    }});
+  }
 }
+
+std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
 
 void score(BenchRow& row, const GpuCeilings& ceil) {
   if (!row.time_us) return;
   const double memory_floor = row.bytes / (ceil.copy_gbps * 1e9);
-  const bool matrix = row.drill == "D3" || row.drill == "D5";
+  const bool matrix = row.drill == "D3" || row.drill == "D4" || row.drill == "D5";
   const double peak = ceil.peak_for(row.dtype);
   const double compute_floor = matrix && peak > 0 ? row.flops / (peak * 1e9) : 0;
   row.bound = compute_floor > memory_floor ? "compute" : "memory";
@@ -450,29 +477,6 @@ BenchRow measure(const GpuDrill& d, const BenchOptions& opts) {
   return row;
 }
 
-// Peers' rows, written by bench/peers/gpu_peers.py: {"rows": [{drill, name,
-// dtype, shape, peer, time_us}, ...]}. Each Kiln row takes the fastest peer.
-void join_peers(std::vector<BenchRow>& rows, const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error("cannot read the peers file " + path);
-  auto doc = nlohmann::json::parse(f);
-  std::map<std::string, std::vector<std::pair<std::string, double>>> by_key;
-  for (const auto& r : doc.at("rows")) {
-    if (r.at("time_us").is_null()) continue;
-    by_key[key_of(r.at("drill"), r.at("name"), r.at("dtype"), r.at("shape").get<std::vector<int64_t>>())]
-        .push_back({r.at("peer").get<std::string>(), r.at("time_us").get<double>()});
-  }
-  for (BenchRow& row : rows) {
-    auto it = by_key.find(key_of(row.drill, row.name, row.dtype, row.shape));
-    if (it == by_key.end()) continue;
-    row.all_peers = it->second;
-    auto best = std::min_element(it->second.begin(), it->second.end(),
-                                 [](const auto& a, const auto& b) { return a.second < b.second; });
-    row.peer = best->first;
-    row.peer_time_us = best->second;
-    if (row.time_us) row.peer_ratio = best->second / *row.time_us;
-  }
-}
 
 void print_gpu_ceilings(const GpuCeilings& c) {
   std::printf("Ceilings of this GPU (%s), measured in this run:\n", c.device_name.c_str());
@@ -485,28 +489,6 @@ void print_gpu_ceilings(const GpuCeilings& c) {
   std::printf("no add_gelu_fused row: GPU compile (fusion) does not exist yet\n\n");
 }
 
-void print_peer_table(const std::vector<BenchRow>& rows) {
-  std::map<std::string, int> names;
-  for (const BenchRow& r : rows)
-    for (const auto& [p, t] : r.all_peers) names.emplace(p, 0);
-  if (names.empty()) return;
-  std::printf("\nEvery peer, microseconds (kiln first):\n%-5s %-17s %-9s %-14s %11s", "drill", "name", "dtype", "shape",
-              "kiln");
-  for (const auto& [p, i] : names) std::printf(" %13s", p.c_str());
-  std::printf("\n");
-  for (const BenchRow& r : rows) {
-    if (r.all_peers.empty()) continue;
-    std::printf("%-5s %-17s %-9s %-14s %11.1f", r.drill.c_str(), r.name.c_str(), r.dtype.c_str(),
-                shape_string(r.shape).c_str(), r.time_us.value_or(NAN));
-    for (const auto& [p, i] : names) {
-      double t = NAN;
-      for (const auto& [q, tq] : r.all_peers)
-        if (q == p) t = tq;
-      std::printf(" %13.1f", t);
-    }
-    std::printf("\n");
-  }
-}
 
 }  // namespace
 
@@ -518,6 +500,7 @@ int run_gpu_bench(const BenchOptions& opts) {
   add_reductions(drills, opts.quick);
   add_linalg(drills, opts.quick);
   add_attention(drills, opts.quick);
+  add_quant(drills, opts.quick);
   std::erase_if(drills, [&](const GpuDrill& d) { return !std::regex_search(describe(d), filter); });
   if (drills.empty()) {
     std::fprintf(stderr, "kiln bench: no GPU drill matches --filter '%s'\n", opts.filter.c_str());
