@@ -298,9 +298,16 @@ class StopGradient : public Primitive {
   bool is_equivalent(const Primitive& o) const override;
 };
 
+}  // namespace kiln
+
+#include "core/primitives_blocks.h"
+
+namespace kiln {
+
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
-  X(ScatterAxis)
+  X(ScatterAxis) \
+  X(BlockQuantize) X(BlockDequantize) X(BlockQuantizedMatmul)
 
 }  // namespace kiln

@@ -65,6 +65,7 @@ void register_shape();
 void register_index();
 void register_creation();
 void register_composite();  // ops written with other ops: primitive "composite"
+void register_quant_blocks();  // llama.cpp block formats (cases_quant_blocks.cpp)
 // All of the above, once.
 void register_all();
 

@@ -34,6 +34,7 @@ void register_all() {
     register_index();
     register_creation();
     register_composite();
+    register_quant_blocks();
   });
 }
 

@@ -107,6 +107,9 @@ Timing time_median(const std::function<void()>& fn, int reps, double budget_seco
 // The drills, at the full sizes of issue 3 or the --quick ones.
 void add_memory_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2, data movement
 void add_linalg_drills(std::vector<DrillSpec>& out, bool quick);  // D3 GEMM, D5 matvec
+void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick);  // D4 QMV on llama.cpp blocks
+// Random llama.cpp blocks of `mode` for w [n, k] with small finite scales, evaluated.
+array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64_t seed);
 
 // Helpers shared by the drill files.
 // Uniform random values in [lo, hi), evaluated.
