@@ -88,6 +88,7 @@ TEST(QuantBlocks, DequantizeMatchesGgufBitForBit) {
     for (auto& c : qname) c = static_cast<char>(std::toupper(c));
     std::string script = R"(
 import numpy as np
+np.seterr(all="ignore")
 from gguf.quants import dequantize
 from gguf.constants import GGMLQuantizationType as T
 rng = np.random.default_rng(7)
@@ -143,6 +144,7 @@ dequantize(b.reshape(-1), qt).astype(np.float32).tofile(")" + out + R"(")
 // negative values) plus random data at several scales.
 const char* kQuantizeData = R"(
 import numpy as np
+np.seterr(all="ignore")
 rng = np.random.default_rng(11)
 rows = [np.zeros(256), np.full(256, 3.25), np.full(256, -0.5), np.linspace(-1, 1, 256),
         np.where(np.arange(256) == 17, 100.0, 0.01), np.full(256, 60000.0) * np.sign(rng.standard_normal(256)),

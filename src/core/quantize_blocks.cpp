@@ -129,8 +129,9 @@ array block_quantized_matmul(const array& x, const array& w, bool transpose, con
          {&x, &w});
   }
   Stream st = to_stream(s);
-  // float64 is computed in float32, as the kernels accumulate in float32.
-  if (x.dtype() == float64) return astype(block_matmul(astype(x, float32, st), w, f, st), float64, st);
+  // float64 stays float64 (the decoded weights are exact in it): decode and
+  // multiply, as the kernels accumulate in float32.
+  if (x.dtype() == float64) return matmul(x, swapaxes(dequantize_node(w, f, float64, st), -1, -2, st), st);
   return block_matmul(x, w, f, st);
 }
 
