@@ -18,6 +18,8 @@
 #include <sstream>
 #include <string>
 
+#include <tuple>
+
 #include "kiln/device.h"
 #include "kiln/version.h"
 
@@ -79,6 +81,11 @@ double expected_bytes(const json& row) {
     return item * (m * k + k * n + m * n);
   }
   if (name == "sgemv" || name == "bf16_gemv") return item * (a * b + a + b);  // W[K, N], x[K], y[N]
+  // D4 on llama.cpp blocks: w [N, K] as (block weights, block bytes), x[K] and y[N] float32.
+  for (auto [q, block, bytes] : {std::tuple{"qmv_q4_0", 32, 18}, {"qmv_q8_0", 32, 34}, {"qmv_q4_k", 256, 144},
+                                 {"qmv_q6_k", 256, 210}}) {
+    if (name == q) return b * (a / block) * bytes + 4 * (a + b);
+  }
   ADD_FAILURE() << "no byte accounting known for drill " << name;
   return 0;
 }
@@ -93,6 +100,7 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add") return product(s);
   if (name == "sgemm" || name == "bf16_gemm") return 2 * product(s);
   if (name == "sgemv" || name == "bf16_gemv") return 2 * product(s);
+  if (name.rfind("qmv_", 0) == 0) return 2 * product(s);
   return std::nullopt;
 }
 

@@ -198,10 +198,11 @@ TEST(QuantBlocks, KQuantsRoundTripError) {
   std::vector<float> v(rows * k);
   for (auto& e : v) e = dist(rng());
   array x(v, {rows, k}, float32);
-  // rms error bounds for N(0, 1) data (ggml's measured errors are ~0.7x these)
+  // rms error bounds for N(0, 1) data: ~10% above what these quantizers
+  // give (q4_k 0.072, q6_k 0.018, q4_0 0.086, ...; ggml reports the same).
   const std::vector<std::pair<std::string, double>> bounds = {
-      {"q2_k", 0.45}, {"q3_k", 0.22}, {"q4_k", 0.11}, {"q5_k", 0.055}, {"q6_k", 0.028},
-      {"q4_0", 0.14}, {"q4_1", 0.12}, {"q5_0", 0.07}, {"q5_1", 0.06}, {"q8_0", 0.008}};
+      {"q2_k", 0.33}, {"q3_k", 0.17}, {"q4_k", 0.08}, {"q5_k", 0.04}, {"q6_k", 0.02},
+      {"q4_0", 0.095}, {"q4_1", 0.087}, {"q5_0", 0.048}, {"q5_1", 0.042}, {"q8_0", 0.006}};
   for (const auto& [mode, bound] : bounds) {
     SCOPED_TRACE(mode);
     array d = dequantize(quantize(x, mode), mode);
@@ -210,7 +211,7 @@ TEST(QuantBlocks, KQuantsRoundTripError) {
     for (size_t i = 0; i < v.size(); ++i) se += (got[i] - v[i]) * (got[i] - v[i]);
     double rms = std::sqrt(se / v.size());
     EXPECT_LT(rms, bound);
-    EXPECT_GT(rms, bound / 20);  // not suspiciously exact
+    EXPECT_GT(rms, bound / 2);  // not suspiciously exact either
   }
   // All-zero and constant rows decode exactly.
   for (const auto& mode : kAllModes) {

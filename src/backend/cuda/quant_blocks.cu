@@ -22,7 +22,13 @@
 // bytes in flight. x (float32 / bf16 / fp16, converted on load) is re-read
 // per row of w from L1/L2: at M = 1 that is ~7x the bytes of a Q4_0 row,
 // the next thing to remove if the bench shows the L1 as the limit (x staged
-// once per block of rows, several rows of w per warp).
+// once per block of rows, several rows of w per warp). Kernels exist for
+// M = 1, 4 and 8 rows of x (fewer rows read zeros), which keeps the
+// instantiations (10 formats x 3 dtypes) few.
+//
+// Not measured yet: this file was written on a machine without a GPU; the
+// D4 rows of `kiln bench --device gpu` and tests/cuda/test_cuda_quant_blocks
+// are its first run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
