@@ -18,6 +18,8 @@
 #include <sstream>
 #include <string>
 
+#include <tuple>
+
 #include "kiln/device.h"
 #include "kiln/version.h"
 
@@ -91,6 +93,11 @@ double expected_bytes(const json& row) {
     const double k = b, n = s[2].get<double>(), bits = name.back() - '0';
     return k * n * bits / 8 + 2 * 2 * n * (k / 64);
   }
+  // D4 on llama.cpp blocks: w [N, K] as (block weights, block bytes), x[K] and y[N] float32.
+  for (auto [q, block, bytes] : {std::tuple{"qmv_q4_0", 32, 18}, {"qmv_q8_0", 32, 34}, {"qmv_q4_k", 256, 144},
+                                 {"qmv_q6_k", 256, 210}}) {
+    if (name == q) return b * (a / block) * bytes + 4 * (a + b);
+  }
   ADD_FAILURE() << "no byte accounting known for drill " << name;
   return 0;
 }
@@ -110,6 +117,7 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "sdpa_prefill_causal") return 2 * product(s) * s[2].get<double>();
   if (name == "sdpa_decode_gqa") return 4 * s[0].get<double>() * s[2].get<double>() * s[3].get<double>();
   if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) return 2 * product(s);
+  if (name.rfind("qmv_", 0) == 0) return 2 * product(s);
   return std::nullopt;
 }
 

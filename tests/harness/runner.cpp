@@ -38,6 +38,7 @@ void register_all() {
     register_fast();
     register_attention();
     register_quant();
+    register_quant_blocks();
   });
 }
 

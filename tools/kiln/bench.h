@@ -110,6 +110,9 @@ void add_linalg_drills(std::vector<DrillSpec>& out, bool quick);  // D3 GEMM, D5
 void add_fast_drills(std::vector<DrillSpec>& out, bool quick);    // D2 rms_norm, layer_norm, rope
 void add_attention_drills(std::vector<DrillSpec>& out, bool quick);  // D5 attention
 void add_quant_drills(std::vector<DrillSpec>& out, bool quick);   // D4 quantized matvec / matmul
+void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick);  // D4 QMV on llama.cpp blocks
+// Random llama.cpp blocks of `mode` for w [n, k] with small finite scales, evaluated.
+array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64_t seed);
 
 // Helpers shared by the drill files.
 // Uniform random values in [lo, hi), evaluated.

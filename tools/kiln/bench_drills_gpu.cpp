@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_common.h"
 #include "bench.h"
 #include "core/primitive.h"
+#include "core/quantize_blocks.h"
 #include "core/scheduler.h"
 
 namespace kiln::bench {
@@ -424,6 +425,33 @@ void add_quant(std::vector<GpuDrill>& out, bool quick) {
       return c;
     }});
   }
+// D4 QMV on llama.cpp blocks (quant_blocks.cu): y[M, N] = x[M, K] w^T with
+// w [N, K] in blocks read once; bytes = the blocks plus x and y.
+void add_quant_blocks(std::vector<GpuDrill>& out, bool quick) {
+  const int64_t k = quick ? 1024 : 4096, n = quick ? 2048 : 14336;
+  for (const char* mode : {"q4_0", "q8_0", "q4_k", "q6_k"}) {
+    for (int64_t m : {1, 8}) {
+      const int64_t w_bytes = random_block_weights(mode, 1, k, 1).shape(1) * n;
+      const double bytes = static_cast<double>(w_bytes) + 2.0 * (m * k + m * n);
+      out.push_back({"D4", std::string("qmv_") + mode, "bfloat16", {m, k, n}, bytes, 2.0 * m * k * n, [=] {
+        GpuCase c;
+        array x = gpu_random({static_cast<int>(m), static_cast<int>(k)}, bfloat16, 31);
+        const int sets = rotation_sets(bytes);
+        for (int i = 0; i < sets; ++i) c.input_sets.push_back({x, random_block_weights(mode, n, k, 32 + i)});
+        c.make = [mode](const std::vector<array>& in) {
+          return detail::block_quantized_matmul(in[0], in[1], true, mode, {});
+        };
+        c.tolerance = 2e-2;
+        return c;
+      }});
+    }
+  }
+}
+
+std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
+std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
+                   const std::vector<int64_t>& shape) {
+  return drill + "/" + name + "/" + dtype + "/" + shape_string(shape);
 }
 
 std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
@@ -501,6 +529,7 @@ int run_gpu_bench(const BenchOptions& opts) {
   add_linalg(drills, opts.quick);
   add_attention(drills, opts.quick);
   add_quant(drills, opts.quick);
+  add_quant_blocks(drills, opts.quick);
   std::erase_if(drills, [&](const GpuDrill& d) { return !std::regex_search(describe(d), filter); });
   if (drills.empty()) {
     std::fprintf(stderr, "kiln bench: no GPU drill matches --filter '%s'\n", opts.filter.c_str());

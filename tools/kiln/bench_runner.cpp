@@ -227,6 +227,7 @@ int run_bench(const BenchOptions& opts) {
   add_fast_drills(specs, opts.quick);
   add_attention_drills(specs, opts.quick);
   add_quant_drills(specs, opts.quick);
+  add_quant_block_drills(specs, opts.quick);
   std::erase_if(specs, [&](const DrillSpec& s) { return !std::regex_search(describe(s), filter); });
   if (specs.empty()) {
     std::fprintf(stderr, "kiln bench: no drill matches --filter '%s' (drills are named drill/name/dtype/shape, "
