@@ -106,7 +106,7 @@ __global__ void dequantize_kernel(const uint32_t* __restrict__ w, const T* __res
     int64_t g = r * G + k / gs;
     uint32_t q = unpack_at(w + r * words, k, bits);
     if constexpr (std::is_same_v<T, double>) {
-      out[i] = __dadd_rn(__dmul_rn(static_cast<double>(q), scales[g]), biases[g]);
+      out[i] = __fma_rn(static_cast<double>(q), scales[g], biases[g]);  // as the CPU: one rounding
     } else {
       T prod = static_cast<T>(__fmul_rn(static_cast<float>(q), f32(scales[g])));
       out[i] = static_cast<T>(__fadd_rn(f32(prod), f32(biases[g])));
