@@ -143,7 +143,8 @@ void dequantize_rows(const uint32_t* w, const T* scales, const T* biases, int64_
       unpack_range(w + r * words, gi * p.group_size, p.group_size, p.bits, q.data());
       T* o = out + g * p.group_size;
       if constexpr (std::is_same_v<T, double>) {
-        for (int k = 0; k < p.group_size; ++k) o[k] = q[k] * scales[g] + biases[g];
+        // One rounding (an fma), the same on the GPU whatever the compiler contracts.
+        for (int k = 0; k < p.group_size; ++k) o[k] = std::fma(static_cast<double>(q[k]), scales[g], biases[g]);
       } else {
         float s = cpu::convert<float>(scales[g]), b = cpu::convert<float>(biases[g]);
         for (int k = 0; k < p.group_size; ++k) {

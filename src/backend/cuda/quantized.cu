@@ -106,7 +106,7 @@ __global__ void dequantize_kernel(const uint32_t* __restrict__ w, const T* __res
     int64_t g = r * G + k / gs;
     uint32_t q = unpack_at(w + r * words, k, bits);
     if constexpr (std::is_same_v<T, double>) {
-      out[i] = __dadd_rn(__dmul_rn(static_cast<double>(q), scales[g]), biases[g]);
+      out[i] = __fma_rn(static_cast<double>(q), scales[g], biases[g]);  // as the CPU: one rounding
     } else {
       T prod = static_cast<T>(__fmul_rn(static_cast<float>(q), f32(scales[g])));
       out[i] = static_cast<T>(__fadd_rn(f32(prod), f32(biases[g])));
@@ -159,10 +159,10 @@ __device__ __forceinline__ float unpack_float(uint32_t word, int e) {
 template <typename T, int M, int BITS, int R>
 __global__ void __launch_bounds__(kQmvWarps * 32) qmv_kernel(const T* __restrict__ x, const uint32_t* __restrict__ w,
                                                               const T* __restrict__ scales, const T* __restrict__ biases,
-                                                              T* __restrict__ y, int64_t N, int64_t K, int gs) {
+                                                              T* __restrict__ y, int64_t N, int64_t K, int log2_gs) {
   constexpr int EPW = 32 / BITS;
   const int lane = threadIdx.x % 32;
-  const int64_t words = K * BITS / 32, vecs = words / 4, G = K / gs;
+  const int64_t words = K * BITS / 32, vecs = words / 4, G = K >> log2_gs;
   for (int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kQmvWarps + threadIdx.x / 32) * R; n0 < N;
        n0 += static_cast<int64_t>(gridDim.x) * kQmvWarps * R) {
     // Rows past N read row n0 (no branch around the loads) and are dropped.
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kQmvWarps * 32) qmv_kernel(const T* __restrict
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int64_t k0 = (i * 4 + j) * EPW;
-        const int64_t g = k0 / gs;
+        const int64_t g = k0 >> log2_gs;  // group sizes are powers of two: no division per word
         float q[R][EPW];
         float s[R], b[R];
 #pragma unroll
@@ -333,7 +333,8 @@ void launch_qmv(const T* x, const uint32_t* w, const T* s, const T* b, T* y, int
 #define KILN_QMV_CASE(m)                                                                        \
   case m:                                                                                       \
     qmv_kernel<T, m, BITS, qmv_rows_per_warp<m>()>                                              \
-        <<<grid(qmv_rows_per_warp<m>()), kQmvWarps * 32, 0, st>>>(x, w, s, b, y, N, K, gs);     \
+        <<<grid(qmv_rows_per_warp<m>()), kQmvWarps * 32, 0, st>>>(x, w, s, b, y, N, K,           \
+                                                                  __builtin_ctz(static_cast<unsigned>(gs)));  \
     break;
     KILN_QMV_CASE(1) KILN_QMV_CASE(2) KILN_QMV_CASE(3) KILN_QMV_CASE(4)
     KILN_QMV_CASE(5) KILN_QMV_CASE(6) KILN_QMV_CASE(7) KILN_QMV_CASE(8)
