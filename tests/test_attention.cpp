@@ -253,6 +253,12 @@ TEST(Attention, Float64AndEmptyUseTheFallback) {
   EXPECT_TRUE(all_close(got, reference(in), 1e-12, 1e-12));
   array q = random_array({1, 2, 0, 8}), k = random_array({1, 2, 5, 8});
   EXPECT_EQ(fast::scaled_dot_product_attention(q, k, k, 1.0f).shape(), (Shape{1, 2, 0, 8}));
+  // No keys: zeros, as the fallback's empty matmul, also when forced fused.
+  array q2 = random_array({1, 2, 3, 8}), none = random_array({1, 2, 0, 8});
+  array forced = fast::scaled_dot_product_attention(q2, none, none, 1.0f, "", {}, {}, true);
+  EXPECT_STREQ(forced.primitive()->name(), "ScaledDotProductAttention");
+  EXPECT_TRUE(all_close(forced, std::vector<double>(48, 0.0), 0, 0));
+  EXPECT_TRUE(all_close(fast::scaled_dot_product_attention(q2, none, none, 1.0f), std::vector<double>(48, 0.0), 0, 0));
 }
 
 TEST(Attention, Errors) {
