@@ -268,5 +268,18 @@ TEST(Sort, VmapMatchesALoop) {
   }
 }
 
+TEST(Unstack, ShapesValuesAndErrors) {
+  array a = test::random_array({3, 4, 2});
+  auto parts = unstack(a, -2);
+  ASSERT_EQ(parts.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(parts[i].shape(), (Shape{3, 2}));
+    EXPECT_EQ(to_double(parts[i]), to_double(take(a, array(i), 1)));
+  }
+  EXPECT_EQ(unstack(a).size(), 3u);
+  EXPECT_TRUE(unstack(zeros({0, 3})).empty());
+  EXPECT_TRUE(test::throws_error([&] { unstack(a, 3); }, {"[unstack]", "axis 3"}));
+}
+
 }  // namespace
 }  // namespace kiln

@@ -359,6 +359,9 @@ std::vector<array> atleast_2d(const std::vector<array>& a, StreamOrDevice s = {}
 array atleast_3d(const array& a, StreamOrDevice s = {});
 std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s = {});
 array moveaxis(const array& a, int source, int destination, StreamOrDevice s = {});
+// The slices of a along axis, each without that axis (none for an empty axis).
+std::vector<array> unstack(const array& a, int axis, StreamOrDevice s = {});
+std::vector<array> unstack(const array& a, StreamOrDevice s = {});  // axis 0
 // Splits axis into shape (one entry may be -1).
 array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s = {});
 // Elements shifted cyclically along axes; without axes over the flattened

@@ -1,5 +1,6 @@
 // Harness cases of sorting, selection and scans (Sort, ArgSort, Partition,
-// ArgPartition, SearchSorted, Scan), checked against loops in double.
+// ArgPartition, SearchSorted, Scan), checked against loops in double; and
+// of unstack.
 // A partition's order within each side is unspecified (the CPU and the GPU
 // differ), so partition cases check a function of it that is not: each
 // side sorted, around the kth element.
@@ -280,6 +281,24 @@ void register_sort() {
            .grad2 = !long_row});
     }
   }
+  // unstack (a shape op, registered here to keep the shared case files
+  // untouched): views of split + squeeze.
+  for (int axis : {0, 1, -1}) {
+    add({.op = "unstack",
+         .primitive = "composite",
+         .name = "(3,4,2) axis " + std::to_string(axis),
+         .fn = [axis](const Arrays& x) { return unstack(x[0], axis); },
+         .inputs = {in({3, 4, 2})},
+         .dtypes = kData,
+         .diff = {0}});
+  }
+  add({.op = "unstack",
+       .primitive = "composite",
+       .name = "(5) default axis",
+       .fn = [](const Arrays& x) { return unstack(x[0]); },
+       .inputs = {in({5})},
+       .diff = {0}});
+
   // cumprod through zeros: the gradient of the first zero and after it.
   for (bool reverse : {false, true}) {
     for (bool inclusive : {true, false}) {
