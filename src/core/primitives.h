@@ -301,6 +301,9 @@ class StopGradient : public Primitive {
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
-  X(ScatterAxis)
+  X(ScatterAxis) X(RMSNorm) X(LayerNorm) X(RoPE)
 
 }  // namespace kiln
+
+// The fast ops' primitives (their classes need the macros above).
+#include "core/primitives_fast_norm.h"
