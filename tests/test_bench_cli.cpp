@@ -78,11 +78,14 @@ double expected_bytes(const json& row) {
     const double hq = s[0], hkv = s[1], kv = s[2], d = s[3];
     return item * (2 * hkv * kv * d + 2 * hq * d);
   }
+  if (name == "rope") return 2 * item * product(s);  // [B, heads, positions, head_dim]
   const double a = s[0].get<double>(), b = s[1].get<double>();
   if (name == "row_sum" || name == "row_max") return item * (a * b + a);
   if (name == "col_sum") return item * (a * b + b);
   if (name == "softmax" || name == "transpose" || name == "concatenate") return 2 * item * a * b;
   if (name == "broadcast_add") return item * (2 * a * b + b);
+  if (name == "rms_norm") return item * (2 * a * b + b);          // x, y and the weight
+  if (name == "layer_norm") return item * (2 * a * b + 2 * b);    // and the bias
   if (name == "sgemm" || name == "bf16_gemm") {
     const double m = a, k = b, n = s[2].get<double>();
     return item * (m * k + k * n + m * n);

@@ -13,6 +13,12 @@
 namespace kiln::fast {
 
 // ---- norms and rotary embeddings ----
+//
+// Differences from MLX, on purpose: float64 inputs are normalized (and
+// rope's angles computed) in float64, where MLX's fallback uses float32;
+// rope differentiates with respect to freqs (through the fallback) where
+// MLX throws, and gives offsets a zero cotangent. The CPU kernels exist
+// (MLX's CPU backend runs the fallback).
 
 // x * rsqrt(mean(x^2, -1) + eps) * weight over the last axis; weight (if
 // given) has x's last dimension. The output dtype is result_type(x, weight);

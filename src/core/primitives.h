@@ -305,7 +305,6 @@ class StopGradient : public Primitive {
   bool is_equivalent(const Primitive& o) const override;
 };
 
-
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
@@ -313,7 +312,8 @@ class StopGradient : public Primitive {
   X(Sort) X(ArgSort) X(Partition) X(ArgPartition) X(SearchSorted) X(Scan) \
   X(ScaledDotProductAttention) \
   X(Dequantize) X(QuantizedMatmul) X(GatherQMM) \
-  X(BlockQuantize) X(BlockDequantize) X(BlockQuantizedMatmul)
+  X(BlockQuantize) X(BlockDequantize) X(BlockQuantizedMatmul) \
+  X(RMSNorm) X(LayerNorm) X(RoPE)
 
 // Primitives with several outputs: they override the vector forms of
 // eval_cpu / eval_gpu (a build without CUDA stubs the GPU one).
@@ -325,3 +325,4 @@ class StopGradient : public Primitive {
 #include "core/primitives_attention.h"  // NOLINT(build/include_order)
 #include "core/primitives_quant.h"      // NOLINT(build/include_order)
 #include "core/primitives_blocks.h"     // NOLINT(build/include_order)
+#include "core/primitives_fast_norm.h"  // NOLINT(build/include_order)

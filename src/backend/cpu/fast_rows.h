@@ -26,7 +26,8 @@ struct Cvt {
 template <>
 struct Cvt<bfloat16_t> {
   __attribute__((always_inline)) static float load(const bfloat16_t* p, int64_t i) {
-    return std::bit_cast<float>(static_cast<uint32_t>(p[i].bits) << 16);
+    // Through uint16_t: GCC scalarizes loads of the struct's member.
+    return std::bit_cast<float>(static_cast<uint32_t>(reinterpret_cast<const uint16_t*>(p)[i]) << 16);
   }
   __attribute__((always_inline)) static bfloat16_t make(float v) {
     const uint32_t x = std::bit_cast<uint32_t>(v);
