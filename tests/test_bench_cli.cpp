@@ -18,6 +18,8 @@
 #include <sstream>
 #include <string>
 
+#include <tuple>
+
 #include "kiln/device.h"
 #include "kiln/version.h"
 
@@ -69,16 +71,36 @@ double expected_bytes(const json& row) {
   // add_gelu_fused, and the same row forced to each compile backend.
   if (name == "add" || name.rfind("add_gelu_fused", 0) == 0) return 3 * item * product(s);
   if (name == "add_gelu_two_ops") return 5 * item * product(s);
+  // Attention: prefill [1, H, S, D] reads q, k, v and writes the output;
+  // decode [Hq, Hkv, kv, D] reads K and V once (plus q and the output).
+  if (name == "sdpa_prefill" || name == "sdpa_prefill_causal") return 4 * item * product(s);
+  if (name == "sdpa_decode_gqa") {
+    const double hq = s[0], hkv = s[1], kv = s[2], d = s[3];
+    return item * (2 * hkv * kv * d + 2 * hq * d);
+  }
+  if (name == "rope") return 2 * item * product(s);  // [B, heads, positions, head_dim]
   const double a = s[0].get<double>(), b = s[1].get<double>();
   if (name == "row_sum" || name == "row_max") return item * (a * b + a);
   if (name == "col_sum") return item * (a * b + b);
   if (name == "softmax" || name == "transpose" || name == "concatenate") return 2 * item * a * b;
   if (name == "broadcast_add") return item * (2 * a * b + b);
+  if (name == "rms_norm") return item * (2 * a * b + b);          // x, y and the weight
+  if (name == "layer_norm") return item * (2 * a * b + 2 * b);    // and the bias
   if (name == "sgemm" || name == "bf16_gemm") {
     const double m = a, k = b, n = s[2].get<double>();
     return item * (m * k + k * n + m * n);
   }
   if (name == "sgemv" || name == "bf16_gemv") return item * (a * b + a + b);  // W[K, N], x[K], y[N]
+  // D4 [M, K, N]: the packed weights plus bf16 scales and biases per group of 64.
+  if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) {
+    const double k = b, n = s[2].get<double>(), bits = name.back() - '0';
+    return k * n * bits / 8 + 2 * 2 * n * (k / 64);
+  }
+  // D4 on llama.cpp blocks: w [N, K] as (block weights, block bytes), x[K] and y[N] float32.
+  for (auto [q, block, bytes] : {std::tuple{"qmv_q4_0", 32, 18}, {"qmv_q8_0", 32, 34}, {"qmv_q4_k", 256, 144},
+                                 {"qmv_q6_k", 256, 210}}) {
+    if (name == q) return b * (a / block) * bytes + 4 * (a + b);
+  }
   ADD_FAILURE() << "no byte accounting known for drill " << name;
   return 0;
 }
@@ -93,6 +115,12 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add") return product(s);
   if (name == "sgemm" || name == "bf16_gemm") return 2 * product(s);
   if (name == "sgemv" || name == "bf16_gemv") return 2 * product(s);
+  // Q K^T and P V: 2 S^2 D flops each per head, the causal half counted.
+  if (name == "sdpa_prefill") return 4 * product(s) * s[2].get<double>();
+  if (name == "sdpa_prefill_causal") return 2 * product(s) * s[2].get<double>();
+  if (name == "sdpa_decode_gqa") return 4 * s[0].get<double>() * s[2].get<double>() * s[3].get<double>();
+  if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) return 2 * product(s);
+  if (name.rfind("qmv_", 0) == 0) return 2 * product(s);
   return std::nullopt;
 }
 
@@ -197,7 +225,7 @@ TEST(BenchCli, FilterSelectsDrillsAndRejectsBadInput) {
 }
 
 TEST(BenchCli, GpuDeviceFailsClearlyWithoutAGpu) {
-  EXPECT_EQ(run_cli("bench --quick --peers peers.json").exit_code, 2);  // --peers needs --device gpu
+  EXPECT_EQ(run_cli("bench --quick --peers no_such_peers.json").exit_code, 2);  // a missing peers file
   if (kiln::is_available(kiln::Device::gpu)) GTEST_SKIP() << "a GPU is present: `kiln bench --device gpu` would run in full";
   CommandResult r = run_cli("bench --quick --device gpu");
   EXPECT_EQ(r.exit_code, 2) << r.output;

@@ -113,6 +113,21 @@ if triton is not None:
         return y
 
 
+def rope_tables(positions, dims, dtype, base=10000.0):
+    """cos and sin of the rotation angles, [positions, dims] (each half repeated), as Hugging Face builds them."""
+    inv = 1.0 / (base ** (torch.arange(0, dims, 2, device="cuda", dtype=torch.float32) / dims))
+    theta = torch.outer(torch.arange(positions, device="cuda", dtype=torch.float32), inv)
+    theta = torch.cat([theta, theta], -1)
+    return [theta.cos().to(dtype), theta.sin().to(dtype)]
+
+
+def rope_half_split(x, cos, sin):
+    """The half-split rotary embedding in eager torch (no fused rope op exists): x cos + rotate_half(x) sin."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+    return x * cos + rotated * sin
+
+
 def drills(quick):
     """(drill, name, dtype, shape, make_inputs(), torch fn, triton fn or None, compile?)"""
     n = 1 << 20 if quick else 1 << 26
@@ -143,6 +158,15 @@ def drills(quick):
     for dt in ("float32", "bfloat16"):
         out.append(("D2", "softmax", dt, [sm, sm], lambda t=DTYPES[dt]: [rand([sm, sm], t)],
                     lambda x: torch.softmax(x, -1), None, True))
+    for dt in ("float32", "bfloat16"):
+        t = DTYPES[dt]
+        out.append(("D2", "rms_norm", dt, [sm, sm], lambda t=t: [rand([sm, sm], t), rand([sm], t)],
+                    lambda x, w: torch.nn.functional.rms_norm(x, (x.shape[-1],), w, 1e-5), None, True))
+        out.append(("D2", "layer_norm", dt, [sm, sm], lambda t=t: [rand([sm, sm], t), rand([sm], t), rand([sm], t)],
+                    lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b, 1e-5), None, True))
+        pos = sm * sm // (32 * 128)
+        out.append(("D2", "rope", dt, [1, 32, pos, 128], lambda t=t, pos=pos: [rand([1, 32, pos, 128], t)] +
+                    rope_tables(pos, 128, t), rope_half_split, None, True))
     squares = [256, 512] if quick else [1024, 2048, 4096, 8192]
     for dt in ("bfloat16", "float16", "float32", "tf32"):
         t = DTYPES[dt]
@@ -164,6 +188,23 @@ def drills(quick):
                                                              rand([nn, k], torch.bfloat16, -0.05, 0.05)]
                                                             for _ in range(sets)],
                         torch.nn.functional.linear, None, False))
+    # D5 attention: torch's SDPA (flash backend for bf16). Decode gives
+    # torch K/V with 8 heads and enable_gqa=True: no expanded copy, the same
+    # bytes Kiln reads (torch without GQA support expands K/V to 32 heads).
+    seq, heads = (512, 8) if quick else (4096, 32)
+    for name, causal in (("sdpa_prefill_causal", True), ("sdpa_prefill", False)):
+        out.append(("D5", name, "bfloat16", [1, heads, seq, 128],
+                    lambda: [rand([1, heads, seq, 128], torch.bfloat16, -1, 1) for _ in range(3)],
+                    lambda q, k, v, causal=causal: torch.nn.functional.scaled_dot_product_attention(
+                        q, k, v, is_causal=causal), None, False))
+    for kv in ((512, 2048) if quick else (4096, 32768)):
+        sets = rotation_sets(2 * 2 * 8 * kv * 128)
+        out.append(("D5", "sdpa_decode_gqa", "bfloat16", [32, 8, kv, 128],
+                    lambda kv=kv, sets=sets: [[rand([1, 32, 1, 128], torch.bfloat16, -1, 1),
+                                               rand([1, 8, kv, 128], torch.bfloat16, -1, 1),
+                                               rand([1, 8, kv, 128], torch.bfloat16, -1, 1)] for _ in range(sets)],
+                    lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                    None, False))
     return out
 
 

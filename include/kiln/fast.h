@@ -13,7 +13,59 @@
 namespace kiln::fast {
 
 // ---- norms and rotary embeddings ----
+//
+// Differences from MLX, on purpose: float64 inputs are normalized (and
+// rope's angles computed) in float64, where MLX's fallback uses float32;
+// rope differentiates with respect to freqs (through the fallback) where
+// MLX throws, and gives offsets a zero cotangent. The CPU kernels exist
+// (MLX's CPU backend runs the fallback).
+
+// x * rsqrt(mean(x^2, -1) + eps) * weight over the last axis; weight (if
+// given) has x's last dimension. The output dtype is result_type(x, weight);
+// 16-bit inputs are normalized in float32.
+array rms_norm(const array& x, const std::optional<array>& weight, float eps, StreamOrDevice s = {});
+
+// (x - mean) * rsqrt(var + eps) * weight + bias over the last axis; weight
+// and bias (each optional) have x's last dimension. Output dtype:
+// result_type of the given arrays; 16-bit inputs are normalized in float32.
+array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias, float eps,
+                 StreamOrDevice s = {});
+
+// Rotary position embedding of the first `dims` features of x's last axis
+// (x: [B, ..., T, D], at least 3-d; the second-to-last axis is the
+// position). Feature pairs (2i, 2i+1) when `traditional`, else (i, i +
+// dims/2), rotate by (offset + t) * scale * inv_freq_i with inv_freq_i =
+// base^(-2i/dims), or 1/freqs[i] when freqs ([dims/2]) is given (exactly
+// one of base and freqs). The array offset is a scalar or one position
+// per batch entry ([B], integer).
+array rope(const array& x, int dims, bool traditional, std::optional<float> base, float scale, int offset,
+           const std::optional<array>& freqs = std::nullopt, StreamOrDevice s = {});
+array rope(const array& x, int dims, bool traditional, std::optional<float> base, float scale, const array& offset,
+           const std::optional<array>& freqs = std::nullopt, StreamOrDevice s = {});
 
 // ---- attention ----
+
+// softmax(scale * queries @ keys^T + mask) @ values, MLX's signature and
+// semantics. queries [B, n_q_heads, L_q, D], keys [B, n_kv_heads, L_kv, D],
+// values [B, n_kv_heads, L_kv, D_v]; n_q_heads a multiple of n_kv_heads
+// (grouped-query / multi-query attention: query head h reads K/V head
+// h / (n_q_heads / n_kv_heads); K and V are never repeated in memory).
+// mask_mode: "" (none, or the array mask_arr when given), "array" (mask_arr
+// required) or "causal" (no mask_arr; query i sees keys j <= i + L_kv - L_q,
+// aligned to the end as MLX does). mask_arr: bool (false = masked: the
+// score becomes the dtype's lowest finite value, so a fully masked row
+// averages V as MLX's fallback does) or additive (a dtype that promotes to
+// the output's), broadcastable to [B, n_q_heads, L_q, L_kv]. sinks: one
+// logit per query head [n_q_heads], an extra softmax column that takes
+// weight but has no value (attention sinks). The result has the type the
+// inputs promote to (floating only) and shape [B, n_q_heads, L_q, D_v].
+// The fused kernels accumulate in float32 (scores never rounded to the
+// 16-bit type, unlike the plain-op fallback, which the transformations use).
+// force_fused (MLX's flag) builds the fused primitive even where the op
+// would pick the fallback; a case no kernel supports then throws at eval.
+array scaled_dot_product_attention(const array& queries, const array& keys, const array& values, const float scale,
+                                   const std::string& mask_mode = "", std::optional<array> mask_arr = {},
+                                   const std::optional<array>& sinks = {}, bool force_fused = false,
+                                   StreamOrDevice s = {});
 
 }  // namespace kiln::fast

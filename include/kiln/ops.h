@@ -230,6 +230,72 @@ array argmin(const array& a, StreamOrDevice s = {});
 array softmax(const array& a, const std::vector<int>& axes, StreamOrDevice s = {});
 array softmax(const array& a, int axis, StreamOrDevice s = {});
 array softmax(const array& a, StreamOrDevice s = {});  // over all axes
+// MLX's `precise` overloads: Kiln's softmax always accumulates 16-bit
+// inputs in float32, so precise changes nothing (MLX's default does not).
+array softmax(const array& a, const std::vector<int>& axes, bool precise, StreamOrDevice s = {});
+array softmax(const array& a, int axis, bool precise, StreamOrDevice s = {});
+array softmax(const array& a, bool precise, StreamOrDevice s = {});  // over all axes
+
+// ---- sorting, selection and scans (MLX's signatures and semantics) ----
+// The order is numpy's: NaN after every number (NaNs keep their input
+// order), -0.0 equal to +0.0; the sorts are stable (ties keep their input
+// order, so argsort is deterministic). Without an axis: the flattened array.
+// Indices are uint32, as in MLX.
+array sort(const array& a, StreamOrDevice s = {});
+array sort(const array& a, int axis, StreamOrDevice s = {});
+array argsort(const array& a, StreamOrDevice s = {});
+array argsort(const array& a, int axis, StreamOrDevice s = {});
+// Position kth (negative: from the end) holds the value a sort puts there,
+// with no larger value before it and no smaller one after; the order on
+// each side is unspecified (it differs between CPU and GPU).
+array partition(const array& a, int kth, StreamOrDevice s = {});
+array partition(const array& a, int kth, int axis, StreamOrDevice s = {});
+array argpartition(const array& a, int kth, StreamOrDevice s = {});
+array argpartition(const array& a, int kth, int axis, StreamOrDevice s = {});
+// The k largest values along axis (0 <= k <= size), as MLX: the last k of
+// partition(a, -k), so they are NOT sorted (and k == size returns a as is).
+array topk(const array& a, int k, StreamOrDevice s = {});
+array topk(const array& a, int k, int axis, StreamOrDevice s = {});
+// For each value, the index where it would be inserted into the 1-d
+// sorted_sequence to keep it sorted: before equal values (side "left") or
+// after them ("right"); uint32 with values' shape; both inputs are
+// promoted to one dtype. NaN sorts last, as in numpy.
+array searchsorted(const array& sorted_sequence, const array& values, const std::string& side = "left",
+                   StreamOrDevice s = {});
+// Cumulative ops along axis (without an axis: the flattened array).
+// Exclusive scans start from the identity; reverse scans run from the end.
+// cumsum of bool gives int32 (other dtypes are kept, as MLX: integer sums
+// wrap); dtype casts the input first. Float sums are compensated (Kahan),
+// so a long float32 cumsum stays within a few ulps of the float64 one.
+// cummax/cummin propagate NaN (numpy's maximum.accumulate; MLX leaves it
+// unspecified).
+array cumsum(const array& a, bool reverse = false, bool inclusive = true, std::optional<Dtype> dtype = std::nullopt,
+             StreamOrDevice s = {});
+inline array cumsum(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumsum(a, reverse, inclusive, std::nullopt, s);
+}
+array cumsum(const array& a, int axis, bool reverse = false, bool inclusive = true,
+             std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
+inline array cumsum(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumsum(a, axis, reverse, inclusive, std::nullopt, s);
+}
+array cumprod(const array& a, bool reverse = false, bool inclusive = true, std::optional<Dtype> dtype = std::nullopt,
+              StreamOrDevice s = {});
+inline array cumprod(const array& a, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumprod(a, reverse, inclusive, std::nullopt, s);
+}
+array cumprod(const array& a, int axis, bool reverse = false, bool inclusive = true,
+              std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
+inline array cumprod(const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
+  return cumprod(a, axis, reverse, inclusive, std::nullopt, s);
+}
+array cummax(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummax(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummin(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array cummin(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+// log(cumsum(exp(a))) without overflow; floating dtypes only.
+array logcumsumexp(const array& a, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
+array logcumsumexp(const array& a, int axis, bool reverse = false, bool inclusive = true, StreamOrDevice s = {});
 
 // ---- shape and data movement ----
 array reshape(const array& a, Shape shape, StreamOrDevice s = {});  // one dim may be -1
@@ -293,6 +359,9 @@ std::vector<array> atleast_2d(const std::vector<array>& a, StreamOrDevice s = {}
 array atleast_3d(const array& a, StreamOrDevice s = {});
 std::vector<array> atleast_3d(const std::vector<array>& a, StreamOrDevice s = {});
 array moveaxis(const array& a, int source, int destination, StreamOrDevice s = {});
+// The slices of a along axis, each without that axis (none for an empty axis).
+std::vector<array> unstack(const array& a, int axis, StreamOrDevice s = {});
+std::vector<array> unstack(const array& a, StreamOrDevice s = {});  // axis 0
 // Splits axis into shape (one entry may be -1).
 array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s = {});
 // Elements shifted cyclically along axes; without axes over the flattened
@@ -345,6 +414,45 @@ array inner(const array& a, const array& b, StreamOrDevice s = {});
 array kron(const array& a, const array& b, StreamOrDevice s = {});
 // alpha * (a @ b) + beta * c, floating types only; c broadcasts to a @ b.
 array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f, StreamOrDevice s = {});
+
+// ---- quantization (MLX's group-wise affine mode; llama.cpp block modes) ----
+// w [..., K] -> {packed uint32 [..., K * bits / 32], scales, biases
+// [..., K / group_size]} (scales and biases in w's dtype). Each group of
+// group_size values along the last axis maps to q = round((w - bias) /
+// scale) in [0, 2^bits), packed LSB-first as one little-endian bit stream
+// per row (the words of MLX: bits 3, 5, 6 straddle word boundaries the way
+// MLX's byte packing does). Defaults: group_size 64, bits 4. A block mode
+// ("q4_0", ...: core/quantize_blocks.h) returns {w} alone.
+// Differences from MLX: float64 works everywhere (MLX's kernels reject it):
+// quantize computes its groups in float as for the other types, dequantize
+// and the products compute in double; "mxfp4", "mxfp8" and "nvfp4" are not
+// implemented yet and say so; global_scale is accepted only as nullopt.
+std::vector<array> quantize(const array& w, std::optional<int> group_size = std::nullopt,
+                            std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
+                            const std::optional<array>& global_scale = std::nullopt, StreamOrDevice s = {});
+// q * scale + bias per group, computed in the scales' dtype (rounded after
+// the product and after the sum, as MLX does); `dtype` casts the result.
+array dequantize(const array& w, const array& scales, const std::optional<array>& biases = std::nullopt,
+                 std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+                 const std::string& mode = "affine", const std::optional<array>& global_scale = std::nullopt,
+                 std::optional<Dtype> dtype = std::nullopt, StreamOrDevice s = {});
+// x [..., K] times the dequantized w: transposed ([N, K] packed along K,
+// the layout of a Linear layer) or not ([K, N] packed along N). A w with
+// batch axes broadcasts against x's batch axes (x needs at least 3 axes
+// then; MLX leaves that case undefined).
+array quantized_matmul(const array& x, const array& w, const array& scales,
+                       const std::optional<array>& biases = std::nullopt, bool transpose = true,
+                       std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+                       const std::string& mode = "affine", StreamOrDevice s = {});
+// The mixture-of-experts form: out[i] = x[lhs_indices[i]] @ w[rhs_indices[i]]
+// over the flattened batch axes of x [..., M, K] and w [..., N, K'], with
+// the indices broadcast together (default: each batch entry in order);
+// output lhs.shape + [M, N]. sorted_indices is a hint and changes nothing.
+array gather_qmm(const array& x, const array& w, const array& scales, const std::optional<array>& biases = std::nullopt,
+                 std::optional<array> lhs_indices = std::nullopt, std::optional<array> rhs_indices = std::nullopt,
+                 bool transpose = true, std::optional<int> group_size = std::nullopt,
+                 std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
+                 bool sorted_indices = false, StreamOrDevice s = {});
 
 // ---- operators ----
 array operator-(const array& a);

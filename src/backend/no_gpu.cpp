@@ -3,6 +3,7 @@
 #include "core/allocator.h"
 #include "core/array_desc.h"
 #include "core/primitives.h"
+#include "core/primitives_sort.h"
 #include "core/scheduler.h"
 #include "kiln/error.h"
 
@@ -42,5 +43,11 @@ void synchronize_all() {}
   }
 KILN_FOR_EACH_PRIMITIVE(KILN_NO_GPU_EVAL)
 #undef KILN_NO_GPU_EVAL
+#define KILN_NO_GPU_EVAL_MULTI(NAME)                                              \
+  void NAME::eval_gpu(const std::vector<array>&, std::vector<array>&) {          \
+    throw Error(std::string("[") + name() + "] " + device_unavailable_reason(Device::gpu)); \
+  }
+KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_NO_GPU_EVAL_MULTI)
+#undef KILN_NO_GPU_EVAL_MULTI
 
 }  // namespace kiln

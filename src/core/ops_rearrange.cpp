@@ -1,5 +1,5 @@
 // Rearranging ops composed from views, slices and concatenation (MLX's
-// atleast_1d/2d/3d, moveaxis, unflatten, roll, meshgrid).
+// atleast_1d/2d/3d, moveaxis, unstack, unflatten, roll, meshgrid).
 #include <numeric>
 #include <string>
 
@@ -49,6 +49,17 @@ array moveaxis(const array& a, int source, int destination, StreamOrDevice s) {
   order.insert(order.begin() + dst, src);
   return transpose(a, order, s);
 }
+
+std::vector<array> unstack(const array& a, int axis, StreamOrDevice s) {
+  int ax = normalize_axis(axis, a.ndim(), "unstack", a);
+  int n = a.shape(ax);
+  std::vector<array> out;
+  if (n == 0) return out;
+  out.reserve(n);
+  for (const auto& part : split(a, n, ax, s)) out.push_back(squeeze(part, ax, s));
+  return out;
+}
+std::vector<array> unstack(const array& a, StreamOrDevice s) { return unstack(a, 0, s); }
 
 array unflatten(const array& a, int axis, Shape shape, StreamOrDevice s) {
   if (shape.empty()) fail("unflatten", "the shape to unflatten into cannot be empty", {&a});

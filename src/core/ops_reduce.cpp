@@ -203,5 +203,8 @@ array softmax(const array& a, const std::vector<int>& axes_in, StreamOrDevice s)
 }
 array softmax(const array& a, int axis, StreamOrDevice s) { return softmax(a, std::vector<int>{axis}, s); }
 array softmax(const array& a, StreamOrDevice s) { return softmax(a, all_axes(a), s); }
+array softmax(const array& a, const std::vector<int>& axes, bool, StreamOrDevice s) { return softmax(a, axes, s); }
+array softmax(const array& a, int axis, bool, StreamOrDevice s) { return softmax(a, std::vector<int>{axis}, s); }
+array softmax(const array& a, bool, StreamOrDevice s) { return softmax(a, all_axes(a), s); }
 
 }  // namespace kiln

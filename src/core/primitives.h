@@ -308,6 +308,21 @@ class StopGradient : public Primitive {
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
-  X(ScatterAxis)
+  X(ScatterAxis) \
+  X(Sort) X(ArgSort) X(Partition) X(ArgPartition) X(SearchSorted) X(Scan) \
+  X(ScaledDotProductAttention) \
+  X(Dequantize) X(QuantizedMatmul) X(GatherQMM) \
+  X(BlockQuantize) X(BlockDequantize) X(BlockQuantizedMatmul) \
+  X(RMSNorm) X(LayerNorm) X(RoPE)
+
+// Primitives with several outputs: they override the vector forms of
+// eval_cpu / eval_gpu (a build without CUDA stubs the GPU one).
+#define KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(X) X(Quantize)
 
 }  // namespace kiln
+
+// Families declared in their own headers (listed above).
+#include "core/primitives_attention.h"  // NOLINT(build/include_order)
+#include "core/primitives_quant.h"      // NOLINT(build/include_order)
+#include "core/primitives_blocks.h"     // NOLINT(build/include_order)
+#include "core/primitives_fast_norm.h"  // NOLINT(build/include_order)

@@ -105,6 +105,7 @@ SafetensorsLoad load_safetensors(const std::string& file) {
   SafetensorsLoad result;
   for (auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
+      if (entry.is_null()) continue;  // MLX writes null when there is none
       if (!entry.is_object()) bad_file(file, "__metadata__ is not an object");
       for (auto& [k, v] : entry.items()) {
         if (!v.is_string()) bad_file(file, "metadata value of " + k + " is not a string");

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/ops_util.h"
+#include "kiln/fast.h"
 #include "kiln/nn.h"
 #include "kiln/random.h"
 
@@ -81,7 +82,7 @@ RMSNorm::RMSNorm(int dims, float eps_) : weight((check_positive("RMSNorm", "dims
 
 array RMSNorm::operator()(const array& x) {
   check_last_dim("RMSNorm", x, weight.shape(0));
-  return x * rsqrt(mean(square(x), -1, true) + eps) * weight;
+  return fast::rms_norm(x, weight, eps);  // as MLX's nn.RMSNorm
 }
 
 LayerNorm::LayerNorm(int dims, float eps_, bool affine, bool has_bias) : eps(eps_) {
@@ -99,11 +100,7 @@ LayerNorm::LayerNorm(int dims, float eps_, bool affine, bool has_bias) : eps(eps
 
 array LayerNorm::operator()(const array& x) {
   check_last_dim("LayerNorm", x, dims_);
-  array mu = mean(x, -1, true);
-  array y = (x - mu) * rsqrt(var(x, -1, true) + eps);
-  if (weight) y = y * *weight;
-  if (bias) y = y + *bias;
-  return y;
+  return fast::layer_norm(x, weight, bias, eps);  // as MLX's nn.LayerNorm
 }
 
 Dropout::Dropout(float p_) : p(p_) {

@@ -65,6 +65,11 @@ void register_shape();
 void register_index();
 void register_creation();
 void register_composite();  // ops written with other ops: primitive "composite"
+void register_sort();       // sorting, selection and scans
+void register_fast();       // include/kiln/fast.h
+void register_attention();  // fast::scaled_dot_product_attention
+void register_quant();      // quantize, dequantize, quantized_matmul, gather_qmm
+void register_quant_blocks();  // llama.cpp block formats (cases_quant_blocks.cpp)
 // All of the above, once.
 void register_all();
 

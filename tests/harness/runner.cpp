@@ -34,6 +34,11 @@ void register_all() {
     register_index();
     register_creation();
     register_composite();
+    register_sort();
+    register_fast();
+    register_attention();
+    register_quant();
+    register_quant_blocks();
   });
 }
 
@@ -580,6 +585,7 @@ std::vector<std::string> required_primitives() {
   std::vector<std::string> out;
 #define KILN_HARNESS_NAME(NAME) out.push_back(#NAME);
   KILN_FOR_EACH_PRIMITIVE(KILN_HARNESS_NAME)
+  KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_HARNESS_NAME)
 #undef KILN_HARNESS_NAME
   std::vector<std::string> expanded;
   for (const auto& n : out) {

@@ -107,6 +107,12 @@ Timing time_median(const std::function<void()>& fn, int reps, double budget_seco
 // The drills, at the full sizes of issue 3 or the --quick ones.
 void add_memory_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2, data movement
 void add_linalg_drills(std::vector<DrillSpec>& out, bool quick);  // D3 GEMM, D5 matvec
+void add_fast_drills(std::vector<DrillSpec>& out, bool quick);    // D2 rms_norm, layer_norm, rope
+void add_attention_drills(std::vector<DrillSpec>& out, bool quick);  // D5 attention
+void add_quant_drills(std::vector<DrillSpec>& out, bool quick);   // D4 quantized matvec / matmul
+void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick);  // D4 QMV on llama.cpp blocks
+// Random llama.cpp blocks of `mode` for w [n, k] with small finite scales, evaluated.
+array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64_t seed);
 
 // Helpers shared by the drill files.
 // Uniform random values in [lo, hi), evaluated.
@@ -139,6 +145,11 @@ void print_table_header();
 void print_row(const BenchRow& row);
 void write_json(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows,
                 const BenchOptions& opts);
+// Peers' rows written by a bench/peers/ script ({"rows": [{drill, name,
+// dtype, shape, peer, time_us}, ...]}): each row takes the fastest peer of
+// the same drill, name, dtype and shape; print_peer_table lists them all.
+void join_peers(std::vector<BenchRow>& rows, const std::string& path);
+void print_peer_table(const std::vector<BenchRow>& rows);
 void write_roofline_svg(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows);
 
 // OpenBLAS, the GEMM peer, falls back to SSE3 kernels on CPUs it does not

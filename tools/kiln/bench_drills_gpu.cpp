@@ -32,6 +32,7 @@
 #include "backend/cuda/cuda_common.h"
 #include "bench.h"
 #include "core/primitive.h"
+#include "core/quantize_blocks.h"
 #include "core/scheduler.h"
 
 namespace kiln::bench {
@@ -273,6 +274,32 @@ void add_reductions(std::vector<GpuDrill>& out, bool quick) {
       return c;
     }});
   }
+  // The fast ops (src/backend/cuda/fast_norm.cu, rope.cu): one read of x and
+  // one write (the weight and bias are noise). rope's [1, 32, 4096, 128] is
+  // the [4096, 4096] of elements as heads x positions x head_dim.
+  for (Dtype t : {float32, bfloat16}) {
+    const double item = static_cast<double>(size_of(t));
+    const int side = static_cast<int>(sm);
+    const double tol = t == float32 ? 1e-5 : 2e-2;
+    out.push_back({"D2", "rms_norm", dtype_name(t), {sm, sm}, item * (2 * elems + sm), 4 * elems, [=] {
+      GpuCase c{{{gpu_random({side, side}, t, 6), gpu_random({side}, t, 7)}},
+                [](const std::vector<array>& in) { return fast::rms_norm(in[0], in[1], 1e-5f); }, tol};
+      return c;
+    }});
+    out.push_back({"D2", "layer_norm", dtype_name(t), {sm, sm}, item * (2 * elems + 2 * sm), 7 * elems, [=] {
+      GpuCase c{{{gpu_random({side, side}, t, 8), gpu_random({side}, t, 9), gpu_random({side}, t, 10)}},
+                [](const std::vector<array>& in) { return fast::layer_norm(in[0], in[1], in[2], 1e-5f); }, tol};
+      return c;
+    }});
+    const int heads = 32, head_dim = 128, positions = static_cast<int>(elems / (heads * head_dim));
+    out.push_back({"D2", "rope", dtype_name(t), {1, heads, positions, head_dim}, item * 2 * elems, 6 * elems, [=] {
+      // Angles up to 4096 rad: the CPU (double) and the GPU (float) differ by ~4096 ulp of float.
+      GpuCase c{{{gpu_random({1, heads, positions, head_dim}, t, 11)}},
+                [](const std::vector<array>& in) { return fast::rope(in[0], 128, false, 10000.0f, 1.0f, 0); },
+                t == float32 ? 2e-3 : 2e-2};
+      return c;
+    }});
+  }
 }
 
 // Input sets for a product whose operands fit in the L2 (60 MB on an H200):
@@ -297,6 +324,47 @@ void add_gemm(std::vector<GpuDrill>& out, const std::string& label, int64_t m, i
     c.tf32 = label == "tf32";
     return c;
   }});
+}
+
+// D5 attention (fast::scaled_dot_product_attention, bf16, head dim 128):
+// prefill h32 s4096, causal and full, FLOPs 4 h s^2 d (the causal one
+// counted as half, as torch and MLX report it); decode with 32 query heads
+// over 8 KV heads, whose floor is the K/V bytes read once.
+void add_attention(std::vector<GpuDrill>& out, bool quick) {
+  const int seq = quick ? 512 : 4096, heads = quick ? 8 : 32, d = 128;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (bool causal : {true, false}) {
+    const double flops = 4.0 * heads * seq * static_cast<double>(seq) * d * (causal ? 0.5 : 1.0);
+    const double bytes = 4.0 * 2.0 * heads * seq * d;  // q, k, v and the output
+    out.push_back({"D5", causal ? "sdpa_prefill_causal" : "sdpa_prefill", "bfloat16", {1, heads, seq, d}, bytes, flops,
+                   [=] {
+                     GpuCase c;
+                     std::vector<array> set;
+                     for (int i = 0; i < 3; ++i) set.push_back(random_input({1, heads, seq, d}, bfloat16, 31 + i, -1, 1));
+                     c.input_sets.push_back(set);
+                     c.make = [=](const std::vector<array>& in) {
+                       return fast::scaled_dot_product_attention(in[0], in[1], in[2], scale, causal ? "causal" : "");
+                     };
+                     c.tolerance = 2e-2;
+                     c.check = quick;  // the CPU takes minutes at full size; tests/cuda checks the kernel
+                     return c;
+                   }});
+  }
+  for (int kv : quick ? std::vector<int>{512, 2048} : std::vector<int>{4096, 32768}) {
+    const double bytes = 2.0 * (2.0 * 8 * kv * d + 2.0 * 32 * d);  // K, V; q and the output
+    out.push_back({"D5", "sdpa_decode_gqa", "bfloat16", {32, 8, kv, d}, bytes, 4.0 * 32 * kv * d, [=] {
+      GpuCase c;
+      const int sets = rotation_sets(bytes);
+      for (int i = 0; i < sets; ++i) {
+        c.input_sets.push_back({random_input({1, 32, 1, d}, bfloat16, 41 + i, -1, 1),
+                                random_input({1, 8, kv, d}, bfloat16, 51 + i, -1, 1),
+                                random_input({1, 8, kv, d}, bfloat16, 61 + i, -1, 1)});
+      }
+      c.make = [=](const std::vector<array>& in) { return fast::scaled_dot_product_attention(in[0], in[1], in[2], scale); };
+      c.tolerance = 2e-2;
+      return c;
+    }});
+  }
 }
 
 void add_linalg(std::vector<GpuDrill>& out, bool quick) {
@@ -328,16 +396,66 @@ void add_linalg(std::vector<GpuDrill>& out, bool quick) {
   }
 }
 
-std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
-std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
-                   const std::vector<int64_t>& shape) {
-  return drill + "/" + name + "/" + dtype + "/" + shape_string(shape);
+// D4: affine-quantized weights (group 64, bf16 x, scales, biases) in the
+// [N, K] layout of a linear layer: qmv rows are decode (bound by the packed
+// bytes + scales + biases, the `bytes` here), qmm_affine4 is prefill at M = 512.
+void add_quant(std::vector<GpuDrill>& out, bool quick) {
+  const int64_t k = quick ? 512 : 4096, n = quick ? 1792 : 14336;
+  struct Q {
+    const char* name;
+    int bits;
+    int64_t m;
+  };
+  for (Q q : {Q{"qmv_affine4", 4, 1}, Q{"qmv_affine8", 8, 1}, Q{"qmm_affine4", 4, quick ? 64 : 512}}) {
+    const double bytes = static_cast<double>(n) * k * q.bits / 8 + 2.0 * 2 * n * (k / 64);
+    out.push_back({"D4", q.name, "bfloat16", {q.m, k, n}, bytes, 2.0 * q.m * k * n, [=] {
+      GpuCase c;
+      array x = gpu_random({static_cast<int>(q.m), static_cast<int>(k)}, bfloat16, 41);
+      const int sets = rotation_sets(bytes);
+      for (int i = 0; i < sets; ++i) {
+        auto w = quantize(random_input({static_cast<int>(n), static_cast<int>(k)}, bfloat16, 42 + i, -0.05f, 0.05f),
+                          64, q.bits, "affine", std::nullopt, Device::gpu);
+        eval(w);
+        c.input_sets.push_back({x, w[0], w[1], w[2]});
+      }
+      c.make = [bits = q.bits](const std::vector<array>& in) {
+        return quantized_matmul(in[0], in[1], in[2], in[3], true, 64, bits);
+      };
+      c.tolerance = 2e-2;
+      return c;
+    }});
+  }
 }
+
+// D4 QMV on llama.cpp blocks (quant_blocks.cu): y[M, N] = x[M, K] w^T with
+// w [N, K] in blocks read once; bytes = the blocks plus x and y.
+void add_quant_blocks(std::vector<GpuDrill>& out, bool quick) {
+  const int64_t k = quick ? 1024 : 4096, n = quick ? 2048 : 14336;
+  for (const char* mode : {"q4_0", "q8_0", "q4_k", "q6_k"}) {
+    for (int64_t m : {1, 8}) {
+      const int64_t w_bytes = random_block_weights(mode, 1, k, 1).shape(1) * n;
+      const double bytes = static_cast<double>(w_bytes) + 2.0 * (m * k + m * n);
+      out.push_back({"D4", std::string("qmv_") + mode, "bfloat16", {m, k, n}, bytes, 2.0 * m * k * n, [=] {
+        GpuCase c;
+        array x = gpu_random({static_cast<int>(m), static_cast<int>(k)}, bfloat16, 31);
+        const int sets = rotation_sets(bytes);
+        for (int i = 0; i < sets; ++i) c.input_sets.push_back({x, random_block_weights(mode, n, k, 32 + i)});
+        c.make = [mode](const std::vector<array>& in) {
+          return detail::block_quantized_matmul(in[0], in[1], true, mode, {});
+        };
+        c.tolerance = 2e-2;
+        return c;
+      }});
+    }
+  }
+}
+
+std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
 
 void score(BenchRow& row, const GpuCeilings& ceil) {
   if (!row.time_us) return;
   const double memory_floor = row.bytes / (ceil.copy_gbps * 1e9);
-  const bool matrix = row.drill == "D3" || row.drill == "D5";
+  const bool matrix = row.drill == "D3" || row.drill == "D4" || row.drill == "D5";
   const double peak = ceil.peak_for(row.dtype);
   const double compute_floor = matrix && peak > 0 ? row.flops / (peak * 1e9) : 0;
   row.bound = compute_floor > memory_floor ? "compute" : "memory";
@@ -383,29 +501,6 @@ BenchRow measure(const GpuDrill& d, const BenchOptions& opts) {
   return row;
 }
 
-// Peers' rows, written by bench/peers/gpu_peers.py: {"rows": [{drill, name,
-// dtype, shape, peer, time_us}, ...]}. Each Kiln row takes the fastest peer.
-void join_peers(std::vector<BenchRow>& rows, const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error("cannot read the peers file " + path);
-  auto doc = nlohmann::json::parse(f);
-  std::map<std::string, std::vector<std::pair<std::string, double>>> by_key;
-  for (const auto& r : doc.at("rows")) {
-    if (r.at("time_us").is_null()) continue;
-    by_key[key_of(r.at("drill"), r.at("name"), r.at("dtype"), r.at("shape").get<std::vector<int64_t>>())]
-        .push_back({r.at("peer").get<std::string>(), r.at("time_us").get<double>()});
-  }
-  for (BenchRow& row : rows) {
-    auto it = by_key.find(key_of(row.drill, row.name, row.dtype, row.shape));
-    if (it == by_key.end()) continue;
-    row.all_peers = it->second;
-    auto best = std::min_element(it->second.begin(), it->second.end(),
-                                 [](const auto& a, const auto& b) { return a.second < b.second; });
-    row.peer = best->first;
-    row.peer_time_us = best->second;
-    if (row.time_us) row.peer_ratio = best->second / *row.time_us;
-  }
-}
 
 void print_gpu_ceilings(const GpuCeilings& c) {
   std::printf("Ceilings of this GPU (%s), measured in this run:\n", c.device_name.c_str());
@@ -418,28 +513,6 @@ void print_gpu_ceilings(const GpuCeilings& c) {
   std::printf("no add_gelu_fused row: GPU compile (fusion) does not exist yet\n\n");
 }
 
-void print_peer_table(const std::vector<BenchRow>& rows) {
-  std::map<std::string, int> names;
-  for (const BenchRow& r : rows)
-    for (const auto& [p, t] : r.all_peers) names.emplace(p, 0);
-  if (names.empty()) return;
-  std::printf("\nEvery peer, microseconds (kiln first):\n%-5s %-17s %-9s %-14s %11s", "drill", "name", "dtype", "shape",
-              "kiln");
-  for (const auto& [p, i] : names) std::printf(" %13s", p.c_str());
-  std::printf("\n");
-  for (const BenchRow& r : rows) {
-    if (r.all_peers.empty()) continue;
-    std::printf("%-5s %-17s %-9s %-14s %11.1f", r.drill.c_str(), r.name.c_str(), r.dtype.c_str(),
-                shape_string(r.shape).c_str(), r.time_us.value_or(NAN));
-    for (const auto& [p, i] : names) {
-      double t = NAN;
-      for (const auto& [q, tq] : r.all_peers)
-        if (q == p) t = tq;
-      std::printf(" %13.1f", t);
-    }
-    std::printf("\n");
-  }
-}
 
 }  // namespace
 
@@ -450,6 +523,9 @@ int run_gpu_bench(const BenchOptions& opts) {
   add_unary_binary(drills, opts.quick);
   add_reductions(drills, opts.quick);
   add_linalg(drills, opts.quick);
+  add_attention(drills, opts.quick);
+  add_quant(drills, opts.quick);
+  add_quant_blocks(drills, opts.quick);
   std::erase_if(drills, [&](const GpuDrill& d) { return !std::regex_search(describe(d), filter); });
   if (drills.empty()) {
     std::fprintf(stderr, "kiln bench: no GPU drill matches --filter '%s'\n", opts.filter.c_str());

@@ -1,6 +1,8 @@
 // The bench's text table and its JSON file.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "bench.h"
@@ -132,6 +134,59 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
   if (!f) throw Error("cannot write the JSON file " + path);
   f << doc.dump(2) << "\n";
   if (!f) throw Error("failed writing the JSON file " + path);
+}
+
+
+static std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
+                   const std::vector<int64_t>& shape) {
+  return drill + "/" + name + "/" + dtype + "/" + shape_string(shape);
+}
+
+// Peers' rows, written by bench/peers/gpu_peers.py: {"rows": [{drill, name,
+// dtype, shape, peer, time_us}, ...]}. Each Kiln row takes the fastest peer.
+void join_peers(std::vector<BenchRow>& rows, const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error("cannot read the peers file " + path);
+  auto doc = nlohmann::json::parse(f);
+  std::map<std::string, std::vector<std::pair<std::string, double>>> by_key;
+  for (const auto& r : doc.at("rows")) {
+    if (r.at("time_us").is_null()) continue;
+    by_key[key_of(r.at("drill"), r.at("name"), r.at("dtype"), r.at("shape").get<std::vector<int64_t>>())]
+        .push_back({r.at("peer").get<std::string>(), r.at("time_us").get<double>()});
+  }
+  for (BenchRow& row : rows) {
+    auto it = by_key.find(key_of(row.drill, row.name, row.dtype, row.shape));
+    if (it == by_key.end()) continue;
+    row.all_peers = it->second;
+    auto best = std::min_element(it->second.begin(), it->second.end(),
+                                 [](const auto& a, const auto& b) { return a.second < b.second; });
+    row.peer = best->first;
+    row.peer_time_us = best->second;
+    if (row.time_us) row.peer_ratio = best->second / *row.time_us;
+  }
+}
+
+void print_peer_table(const std::vector<BenchRow>& rows) {
+  std::map<std::string, int> names;
+  for (const BenchRow& r : rows)
+    for (const auto& [p, t] : r.all_peers) names.emplace(p, 0);
+  if (names.empty()) return;
+  std::printf("\nEvery peer, microseconds (kiln first):\n%-5s %-17s %-9s %-14s %11s", "drill", "name", "dtype", "shape",
+              "kiln");
+  for (const auto& [p, i] : names) std::printf(" %13s", p.c_str());
+  std::printf("\n");
+  for (const BenchRow& r : rows) {
+    if (r.all_peers.empty()) continue;
+    std::printf("%-5s %-17s %-9s %-14s %11.1f", r.drill.c_str(), r.name.c_str(), r.dtype.c_str(),
+                shape_string(r.shape).c_str(), r.time_us.value_or(NAN));
+    for (const auto& [p, i] : names) {
+      double t = NAN;
+      for (const auto& [q, tq] : r.all_peers)
+        if (q == p) t = tq;
+      std::printf(" %13.1f", t);
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace kiln::bench

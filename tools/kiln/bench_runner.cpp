@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <limits>
 #include <regex>
 
@@ -210,8 +211,8 @@ int run_bench(const BenchOptions& opts) {
     return run_gpu_bench(opts);
 #endif
   }
-  if (!opts.peers_path.empty()) {
-    std::fprintf(stderr, "kiln bench: --peers joins GPU peers' rows and needs --device gpu\n");
+  if (!opts.peers_path.empty() && !std::ifstream(opts.peers_path)) {
+    std::fprintf(stderr, "kiln bench: cannot read the peers file %s\n", opts.peers_path.c_str());
     return 2;
   }
   std::regex filter;
@@ -223,6 +224,10 @@ int run_bench(const BenchOptions& opts) {
   std::vector<DrillSpec> specs;
   add_memory_drills(specs, opts.quick);
   add_linalg_drills(specs, opts.quick);
+  add_fast_drills(specs, opts.quick);
+  add_attention_drills(specs, opts.quick);
+  add_quant_drills(specs, opts.quick);
+  add_quant_block_drills(specs, opts.quick);
   std::erase_if(specs, [&](const DrillSpec& s) { return !std::regex_search(describe(s), filter); });
   if (specs.empty()) {
     std::fprintf(stderr, "kiln bench: no drill matches --filter '%s' (drills are named drill/name/dtype/shape, "
@@ -257,6 +262,16 @@ int run_bench(const BenchOptions& opts) {
       score(rows[i], ceilings, specs[i].dtype);
       print_row(rows[i]);
     }
+  }
+
+  if (!opts.peers_path.empty()) {
+    try {
+      join_peers(rows, opts.peers_path);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "kiln bench: %s\n", e.what());
+      return 2;
+    }
+    print_peer_table(rows);
   }
 
   int failed = 0, disagreeing = 0;

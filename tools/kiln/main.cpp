@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   bench->add_flag("--quick", opts.quick, "Small sizes: checks the accounting and that every drill runs");
   bench->add_option("--peers", opts.peers_path,
-                    "With --device gpu: join the rows that bench/peers/gpu_peers.py wrote (fastest peer per drill)")
+                    "Join the rows a bench/peers/ script wrote (gpu_peers.py, mlx_peers.py; fastest peer per drill)")
       ->type_name("FILE.json");
   bench->add_option("--plot", opts.plot_path, "Draw the roofline with every drill to this SVG file")
       ->type_name("FILE.svg");

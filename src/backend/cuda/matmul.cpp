@@ -207,6 +207,13 @@ void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t bat
 
 }  // namespace
 
+// For quantized_matmul's dequantize-then-GEMM path (quantized.cu).
+void gemm_rowmajor(Dtype t, const char* a, const char* b, bool b_is_nk, char* c, int64_t M, int64_t N, int64_t K) {
+  Operand oa{a, false, K, 0};
+  Operand ob{b, b_is_nk, b_is_nk ? K : N, 0};
+  lt_matmul(t, oa, ob, c, 1, M, N, K, current_stream());
+}
+
 void set_tf32_matmul(bool on) { tf32_flag() = on; }
 bool tf32_matmul() { return tf32_flag(); }
 

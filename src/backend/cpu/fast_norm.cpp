@@ -1,0 +1,225 @@
+// CPU kernels of fast::rms_norm and fast::layer_norm (kiln bench rows D2
+// rms_norm, layer_norm).
+//
+// Both are bound by memory: a [4096, 4096] row block is read once from DRAM
+// and written once. Each row is reduced in one pass (sum of squares; for
+// layer_norm the sums of x - x[0] and of its square, shifted by the row's
+// first element so that the variance does not cancel for rows whose mean
+// is far from zero) and then normalized in a second pass that re-reads the
+// row from L1/L2 (a 4096-wide fp32 row is 16 KiB); four rows are reduced
+// together, their loads interleaved. Sixteen independent
+// float accumulators let the compiler vectorize the reduction without
+// reassociating a single sum. The row functions are inlined into two
+// wrappers, one compiled for AVX-512 (KILN_AVX512) and one for the
+// library's AVX2 baseline, picked by cpu_target() at run time. 16-bit rows
+// are converted to float on load and accumulated in float.
+//
+// Rounding follows the fallback: the normalized value is rounded to the
+// output type before the weight multiplies it (and the bias is added).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/avx512_target.h"  // GCC 12 warnings of the AVX-512 headers
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/fast_rows.h"
+#include "backend/cpu/threading.h"
+#include "core/primitives_fast_norm.h"
+
+namespace kiln {
+namespace {
+
+// AVX-512 with 512-bit vectors for the auto-vectorized loops (GCC
+// otherwise keeps them at 256 bits).
+#define KILN_AVX512_WIDE __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
+
+constexpr int kLanes = 16;
+// Rows per task: enough work per thread start for narrow rows.
+constexpr int64_t kNormGrain = 1 << 15;
+
+template <typename T>
+__attribute__((always_inline)) inline float load_f(const T* p, int64_t i) {
+  return cpu::Cvt<T>::load(p, i);
+}
+// v rounded to T and back (the fallback's rounding of an intermediate).
+template <typename T>
+__attribute__((always_inline)) inline float round_to(float v) {
+  const T t = cpu::Cvt<T>::make(v);
+  return load_f(&t, 0);
+}
+
+// Per-row sums of R rows read together: the reduction pass is the one
+// that reads DRAM, and a thread reading four streams at once gets far more
+// bandwidth than reading one (reduce_avx512.cpp measured ~1.5x here).
+// kLayer: sums of x - shift and of its square (shift: the row's first
+// element); else the sum of squares alone (in s2).
+template <bool kLayer, int R, typename T>
+__attribute__((always_inline)) inline void row_sums(const T* x, int64_t d, float* s1, float* s2) {
+  float a1[R][kLanes] = {}, a2[R][kLanes] = {};
+  float shift[R];
+  for (int r = 0; r < R; ++r) shift[r] = kLayer ? load_f(x + r * d, 0) : 0.0f;
+  int64_t k = 0;
+  for (; k + kLanes <= d; k += kLanes) {
+    for (int r = 0; r < R; ++r) {
+      for (int j = 0; j < kLanes; ++j) {
+        const float v = load_f(x + r * d, k + j) - shift[r];
+        if (kLayer) a1[r][j] += v;
+        a2[r][j] += v * v;
+      }
+    }
+  }
+  for (int j = 0; k < d; ++k, ++j) {
+    for (int r = 0; r < R; ++r) {
+      const float v = load_f(x + r * d, k) - shift[r];
+      if (kLayer) a1[r][j] += v;
+      a2[r][j] += v * v;
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float t1 = 0, t2 = 0;
+    for (int j = 0; j < kLanes; ++j) {
+      t1 += a1[r][j];
+      t2 += a2[r][j];
+    }
+    s1[r] = t1;
+    s2[r] = t2;
+  }
+}
+
+template <typename T>
+__attribute__((always_inline)) inline void rms_write(const T* xr, const T* w, T* yr, int64_t d, float ss, float eps) {
+  const float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
+  if (w) {
+    for (int64_t k = 0; k < d; ++k) {
+      yr[k] = cpu::Cvt<T>::make(round_to<T>(load_f(xr, k) * inv) * load_f(w, k));
+    }
+  } else {
+    for (int64_t k = 0; k < d; ++k) yr[k] = cpu::Cvt<T>::make(load_f(xr, k) * inv);
+  }
+}
+
+template <typename T>
+__attribute__((always_inline)) inline void layer_write(const T* xr, const T* w, const T* b, T* yr, int64_t d,
+                                                       float s1, float s2, float eps) {
+  const float n = static_cast<float>(d);
+  const float mean_shifted = s1 / n;
+  const float var = std::max(0.0f, s2 / n - mean_shifted * mean_shifted);
+  const float mean = mean_shifted + load_f(xr, 0);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  for (int64_t k = 0; k < d; ++k) {
+    float v = round_to<T>((load_f(xr, k) - mean) * inv);
+    // Each step rounds to T as the fallback's ops do.
+    if (w) v = round_to<T>(v * load_f(w, k));
+    if (b) v = v + load_f(b, k);
+    yr[k] = cpu::Cvt<T>::make(v);
+  }
+}
+
+constexpr int kGroup = 4;
+
+template <typename T>
+__attribute__((always_inline)) inline void rms_rows(const T* x, const T* w, T* y, int64_t rows, int64_t d,
+                                                    float eps) {
+  float s1[kGroup], s2[kGroup];
+  int64_t r = 0;
+  for (; r + kGroup <= rows; r += kGroup) {
+    row_sums<false, kGroup>(x + r * d, d, s1, s2);
+    for (int i = 0; i < kGroup; ++i) rms_write(x + (r + i) * d, w, y + (r + i) * d, d, s2[i], eps);
+  }
+  for (; r < rows; ++r) {
+    row_sums<false, 1>(x + r * d, d, s1, s2);
+    rms_write(x + r * d, w, y + r * d, d, s2[0], eps);
+  }
+}
+
+template <typename T>
+__attribute__((always_inline)) inline void layer_rows(const T* x, const T* w, const T* b, T* y, int64_t rows,
+                                                      int64_t d, float eps) {
+  float s1[kGroup], s2[kGroup];
+  int64_t r = 0;
+  for (; r + kGroup <= rows; r += kGroup) {
+    row_sums<true, kGroup>(x + r * d, d, s1, s2);
+    for (int i = 0; i < kGroup; ++i) layer_write(x + (r + i) * d, w, b, y + (r + i) * d, d, s1[i], s2[i], eps);
+  }
+  for (; r < rows; ++r) {
+    row_sums<true, 1>(x + r * d, d, s1, s2);
+    layer_write(x + r * d, w, b, y + r * d, d, s1[0], s2[0], eps);
+  }
+}
+
+template <typename T>
+KILN_AVX512_WIDE void rms_rows_avx512(const T* x, const T* w, T* y, int64_t rows, int64_t d, float eps) {
+  rms_rows(x, w, y, rows, d, eps);
+}
+template <typename T>
+void rms_rows_avx2(const T* x, const T* w, T* y, int64_t rows, int64_t d, float eps) {
+  rms_rows(x, w, y, rows, d, eps);
+}
+template <typename T>
+KILN_AVX512_WIDE void layer_rows_avx512(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t d, float eps) {
+  layer_rows(x, w, b, y, rows, d, eps);
+}
+template <typename T>
+void layer_rows_avx2(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t d, float eps) {
+  layer_rows(x, w, b, y, rows, d, eps);
+}
+
+// The weight or bias input, or nullptr for the 0-d "absent" placeholder.
+// The op made them contiguous.
+template <typename T>
+const T* affine_ptr(const array& a) {
+  return a.ndim() == 0 ? nullptr : reinterpret_cast<const T*>(detail::data_ptr(a));
+}
+
+// Allocates out (in place over x where x may be overwritten) and runs
+// fn(x, y, rows, d) over row blocks on all cores for each float type.
+template <typename F>
+void run_norm(const array& x, array& out, const char* op, F&& fn) {
+  cpu::RowMajorInput src = cpu::row_major_input_of(x, op);
+  if (!src.owned && x.desc()->offset == 0) detail::allocate_or_donate(out, x, op);
+  else detail::allocate(out, op);
+  const int64_t d = x.shape().back();
+  const int64_t rows = static_cast<int64_t>(x.size()) / d;
+  const bool avx512 = cpu::cpu_target() >= cpu::CpuTarget::avx512;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = reinterpret_cast<const T*>(src.data);
+    T* py = reinterpret_cast<T*>(detail::data_ptr(out));
+    cpu::parallel_for(rows, std::max<int64_t>(1, kNormGrain / d), [&](int64_t b, int64_t e) {
+      fn(tag, avx512, px + b * d, py + b * d, e - b, d);
+    });
+  };
+  switch (x.dtype()) {
+    case float32: go(float{}); break;
+    case float16: go(float16_t{}); break;
+    case bfloat16: go(bfloat16_t{}); break;
+    default: throw Error(std::string("[") + op + "] no CPU kernel for " + dtype_name(x.dtype()));
+  }
+}
+
+}  // namespace
+
+void RMSNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& w = inputs[1];
+  run_norm(inputs[0], out, "rms_norm", [&](auto tag, bool avx512, const auto* x, auto* y, int64_t rows, int64_t d) {
+    using T = decltype(tag);
+    const T* pw = affine_ptr<T>(w);
+    if (avx512) rms_rows_avx512<T>(x, pw, y, rows, d, eps_);
+    else rms_rows_avx2<T>(x, pw, y, rows, d, eps_);
+  });
+}
+
+void LayerNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
+  const array& w = inputs[1];
+  const array& b = inputs[2];
+  run_norm(inputs[0], out, "layer_norm", [&](auto tag, bool avx512, const auto* x, auto* y, int64_t rows, int64_t d) {
+    using T = decltype(tag);
+    const T* pw = affine_ptr<T>(w);
+    const T* pb = affine_ptr<T>(b);
+    if (avx512) layer_rows_avx512<T>(x, pw, pb, y, rows, d, eps_);
+    else layer_rows_avx2<T>(x, pw, pb, y, rows, d, eps_);
+  });
+}
+
+}  // namespace kiln

@@ -1,0 +1,295 @@
+// QMV on llama.cpp's block formats (decode: y = x w^T with M <= 8 rows of
+// x): the blocks are read once, decoded in registers and fused with the
+// dot products. Measured by the `qmv_q4_0`, `qmv_q8_0`, `qmv_q4_k`,
+// `qmv_q6_k` rows of `kiln bench` (drill D4).
+//
+// Why it is shaped this way. The product reads N * K * bytes_per_weight
+// bytes of weights and almost nothing else (x and y stay in L1/L2), so the
+// floor is DRAM bandwidth; the kernel must only decode fast enough to keep
+// up with it on every core. Every format is brought to the same inner step:
+// 32 weights as 32 int8 q (one AVX2 register) plus the (a, b) of their
+// sub-block(s), then w = a * q + b in float32 registers (two zmm, or four
+// ymm on AVX2) and one FMA per weight per row of x. Per-format decoders
+// (Dec<F>) only unpack bits; the ISA kernels own the arithmetic:
+// - Q8_0, Q4_0, Q4_K, Q6_K (the formats models ship in) have SIMD decoders:
+//   a load, a shift, a mask (and for Q6_K an OR of the high bits).
+// - The other formats decode their 32 q through the scalar reference
+//   (quant_blocks_math.h): correct, slower, and still one pass over w.
+// x stays float32 (ggml quantizes x to int8 per 32 for VNNI dot products;
+// that adds an error of ~1/254 of each block's largest |x| that Kiln's
+// other matmuls do not have, and the decode here is not the bottleneck).
+// With one row of x, two accumulator sets alternate so the FMA latency is
+// hidden; with more rows, the rows provide the independent chains.
+// Threads split N (each thread streams its own rows of w).
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "backend/cpu/cpu_features.h"
+#include "backend/cpu/quant_blocks_cpu.h"
+#include "backend/cpu/quant_blocks_math.h"
+#include "backend/cpu/threading.h"
+#include "backend/cpu/avx512_target.h"
+
+namespace kiln::cpu {
+namespace {
+
+#define KILN_QINLINE inline __attribute__((always_inline))
+
+KILN_QINLINE float half_at(const uint8_t* p) { return _cvtsh_ss(qb::load_u16(p)); }
+KILN_QINLINE __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+KILN_QINLINE __m256i shift_mask(__m256i v, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
+}
+
+// Per-chunk scales: chunk c covers sub-blocks c (32-weight subs) or 2c and
+// 2c + 1 (16-weight subs).
+struct Params {
+  float a[16], b[16];
+};
+
+// Generic decoder: the scalar reference, one q at a time.
+template <BlockFormat F>
+struct Dec {
+  static constexpr int kBlock = block_layout(F).block, kBytes = block_layout(F).bytes, kChunks = kBlock / 32;
+  static constexpr bool kHalves = kBlock == 256 && (F == BlockFormat::q2_k || F == BlockFormat::q3_k);
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
+    int subs = kBlock / qb::sub_size(F);
+    for (int j = 0; j < subs; ++j) qb::sub_params(F, blk, j, p.a[j], p.b[j]);
+  }
+  static KILN_QINLINE __m256i chunk(const uint8_t* blk, int c) {
+    alignas(32) int8_t q[32];
+    for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(qb::quant_value(F, blk, c * 32 + i));
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(q));
+  }
+};
+
+template <>
+struct Dec<BlockFormat::q8_0> {
+  static constexpr int kBlock = 32, kBytes = 34, kChunks = 1;
+  static constexpr bool kHalves = false;
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
+    p.a[0] = half_at(blk);
+    p.b[0] = 0.f;
+  }
+  static KILN_QINLINE __m256i chunk(const uint8_t* blk, int) { return load32(blk + 2); }
+};
+
+template <>
+struct Dec<BlockFormat::q4_0> {
+  static constexpr int kBlock = 32, kBytes = 18, kChunks = 1;
+  static constexpr bool kHalves = false;
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
+    p.a[0] = half_at(blk);
+    p.b[0] = 0.f;
+  }
+  static KILN_QINLINE __m256i chunk(const uint8_t* blk, int) {
+    __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    __m128i m = _mm_set1_epi8(0x0F);
+    __m256i q = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(8));
+  }
+};
+
+template <>
+struct Dec<BlockFormat::q4_k> {
+  static constexpr int kBlock = 256, kBytes = 144, kChunks = 8;
+  static constexpr bool kHalves = false;
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
+    float d = half_at(blk), dmin = half_at(blk + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      qb::scale_min_k4(blk + 4, j, sc, m);
+      p.a[j] = d * static_cast<float>(sc);
+      p.b[j] = -dmin * static_cast<float>(m);
+    }
+  }
+  static KILN_QINLINE __m256i chunk(const uint8_t* blk, int c) { return shift_mask(load32(blk + 16 + (c / 2) * 32), 4 * (c % 2), 0x0F); }
+};
+
+template <>
+struct Dec<BlockFormat::q6_k> {
+  static constexpr int kBlock = 256, kBytes = 210, kChunks = 8;
+  static constexpr bool kHalves = true;
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
+    float d = half_at(blk + 208);
+    for (int j = 0; j < 16; ++j) {
+      p.a[j] = d * static_cast<float>(static_cast<int8_t>(blk[192 + j]));
+      p.b[j] = 0.f;
+    }
+  }
+  static KILN_QINLINE __m256i chunk(const uint8_t* blk, int c) {
+    int h = c / 4, s = c % 4;
+    __m256i lo = shift_mask(load32(blk + h * 64 + (s & 1) * 32), 4 * (s >> 1), 0x0F);
+    __m256i hi = shift_mask(load32(blk + 128 + h * 32), 2 * s, 0x03);
+    return _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)), _mm256_set1_epi8(32));
+  }
+};
+
+// Whether a chunk's two halves are two 16-weight sub-blocks.
+template <BlockFormat F>
+constexpr bool halves() {
+  return Dec<F>::kHalves;
+}
+
+// ---- AVX-512: a chunk is two zmm of weights ----
+
+template <int M>
+KILN_AVX512 KILN_QINLINE void consume512(__m256i q, float a0, float a1, float b0, float b1, const float* x, int64_t K,
+                                         __m512 (&acc)[M][2]) {
+  __m512 w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))), _mm512_set1_ps(a0),
+                              _mm512_set1_ps(b0));
+  __m512 w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))),
+                              _mm512_set1_ps(a1), _mm512_set1_ps(b1));
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) {
+    acc[m][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + m * K), acc[m][0]);
+    acc[m][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + m * K + 16), acc[m][1]);
+  }
+}
+
+template <BlockFormat F, int M>
+KILN_AVX512 void qmv_avx512(const float* x, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
+  using D = Dec<F>;
+  constexpr int C = D::kChunks;
+  constexpr int A = M == 1 ? 2 : 1;  // accumulator sets
+  const int64_t nb = K / D::kBlock, row_bytes = nb * D::kBytes;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w + n * row_bytes;
+    __m512 acc[A][M][2];
+    for (int u = 0; u < A; ++u)
+      for (int m = 0; m < M; ++m) acc[u][m][0] = acc[u][m][1] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * D::kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
+      Params p;
+      D::params(blk, p);
+      const float* xb = x + b * D::kBlock;
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const int u = (C == 1 ? static_cast<int>(b) : c) % A;
+        float a0 = halves<F>() ? p.a[2 * c] : p.a[c], a1 = halves<F>() ? p.a[2 * c + 1] : p.a[c];
+        float b0 = halves<F>() ? p.b[2 * c] : p.b[c], b1 = halves<F>() ? p.b[2 * c + 1] : p.b[c];
+        if (A == 2 && u == 1) {
+          consume512<M>(D::chunk(blk, c), a0, a1, b0, b1, xb + c * 32, K, acc[A - 1]);
+        } else {
+          consume512<M>(D::chunk(blk, c), a0, a1, b0, b1, xb + c * 32, K, acc[0]);
+        }
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      __m512 s = _mm512_add_ps(acc[0][m][0], acc[0][m][1]);
+      if (A == 2) s = _mm512_add_ps(s, _mm512_add_ps(acc[A - 1][m][0], acc[A - 1][m][1]));
+      y[m * N + n] = _mm512_reduce_add_ps(s);
+    }
+  }
+}
+
+// ---- AVX2: a chunk is four ymm of weights ----
+
+template <int M>
+KILN_QINLINE void consume256(__m256i q, float a0, float a1, float b0, float b1, const float* x, int64_t K,
+                             __m256 (&acc)[M][2]) {
+  __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+  __m256 va0 = _mm256_set1_ps(a0), va1 = _mm256_set1_ps(a1), vb0 = _mm256_set1_ps(b0), vb1 = _mm256_set1_ps(b1);
+  __m256 w[4] = {
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), va0, vb0),
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), va0, vb0),
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), va1, vb1),
+      _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), va1, vb1),
+  };
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) acc[m][v & 1] = _mm256_fmadd_ps(w[v], _mm256_loadu_ps(x + m * K + 8 * v), acc[m][v & 1]);
+  }
+}
+
+KILN_QINLINE float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+template <BlockFormat F, int M>
+void qmv_avx2(const float* x, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
+  using D = Dec<F>;
+  constexpr int C = D::kChunks;
+  const int64_t nb = K / D::kBlock, row_bytes = nb * D::kBytes;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w + n * row_bytes;
+    __m256 acc[M][2];
+    for (int m = 0; m < M; ++m) acc[m][0] = acc[m][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = row + b * D::kBytes;
+      Params p;
+      D::params(blk, p);
+      const float* xb = x + b * D::kBlock;
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        float a0 = halves<F>() ? p.a[2 * c] : p.a[c], a1 = halves<F>() ? p.a[2 * c + 1] : p.a[c];
+        float b0 = halves<F>() ? p.b[2 * c] : p.b[c], b1 = halves<F>() ? p.b[2 * c + 1] : p.b[c];
+        consume256<M>(D::chunk(blk, c), a0, a1, b0, b1, xb + c * 32, K, acc);
+      }
+    }
+    for (int m = 0; m < M; ++m) y[m * N + n] = hsum256(_mm256_add_ps(acc[m][0], acc[m][1]));
+  }
+}
+
+using Kernel = void (*)(const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t);
+
+// Kernels for M = 1..8 rows of x.
+template <BlockFormat F>
+Kernel pick(int M, bool avx512) {
+#define KILN_QMV_CASE(m) \
+  case m:                \
+    return avx512 ? qmv_avx512<F, m> : qmv_avx2<F, m>;
+  switch (M) {
+    KILN_QMV_CASE(1)
+    KILN_QMV_CASE(2)
+    KILN_QMV_CASE(3)
+    KILN_QMV_CASE(4)
+    KILN_QMV_CASE(5)
+    KILN_QMV_CASE(6)
+    KILN_QMV_CASE(7)
+    default:
+      return avx512 ? qmv_avx512<F, 8> : qmv_avx2<F, 8>;
+  }
+#undef KILN_QMV_CASE
+}
+
+Kernel pick(BlockFormat f, int M, bool avx512) {
+  switch (f) {
+    case BlockFormat::q4_0: return pick<BlockFormat::q4_0>(M, avx512);
+    case BlockFormat::q4_1: return pick<BlockFormat::q4_1>(M, avx512);
+    case BlockFormat::q5_0: return pick<BlockFormat::q5_0>(M, avx512);
+    case BlockFormat::q5_1: return pick<BlockFormat::q5_1>(M, avx512);
+    case BlockFormat::q8_0: return pick<BlockFormat::q8_0>(M, avx512);
+    case BlockFormat::q2_k: return pick<BlockFormat::q2_k>(M, avx512);
+    case BlockFormat::q3_k: return pick<BlockFormat::q3_k>(M, avx512);
+    case BlockFormat::q4_k: return pick<BlockFormat::q4_k>(M, avx512);
+    case BlockFormat::q5_k: return pick<BlockFormat::q5_k>(M, avx512);
+    case BlockFormat::q6_k: return pick<BlockFormat::q6_k>(M, avx512);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void block_qmv(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y) {
+  const bool avx512 = cpu_target() >= CpuTarget::avx512;
+  const int64_t row_bytes = K / block_layout(f).block * block_layout(f).bytes;
+  // Each chunk of 8 rows of x reads w once; its results go to y's rows.
+  for (int64_t m0 = 0; m0 < M; m0 += 8) {
+    int mr = static_cast<int>(std::min<int64_t>(8, M - m0));
+    Kernel k = pick(f, mr, avx512);
+    const float* xm = x + m0 * K;
+    float* ym = y + m0 * N;
+    // ~64 KB of weights per task at the least.
+    int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(row_bytes, 1));
+    parallel_for(N, grain, [&](int64_t n0, int64_t n1) { k(xm, K, w, n0, n1, ym, N); });
+  }
+}
+
+}  // namespace kiln::cpu

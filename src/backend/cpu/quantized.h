@@ -1,0 +1,36 @@
+#pragma once
+// The CPU kernels of affine quantization, shared by quantized.cpp (the
+// primitives, quantize / dequantize, the generic and the QMM paths) and
+// the QMV kernels (quantized_qmv*.cpp).
+#include <cstdint>
+
+#include "kiln/dtype.h"
+
+namespace kiln::cpu {
+
+// One product of x [M, K] (float, row-major) with a transposed quantized w
+// [N, K * bits / 32] (scales and biases [N, K / group_size] of dtype `t`,
+// row-contiguous) into out [M, N] (float, row-major).
+struct QmvArgs {
+  const float* x;
+  const void* x_raw;  // the same x in dtype t (row-major), for the bf16 GEMM path
+  int64_t M, N, K;
+  const uint32_t* w;
+  const void* scales;
+  const void* biases;
+  Dtype t;
+  int bits, group_size;
+  float* out;
+};
+
+// The largest M the register-blocked QMV kernels take.
+inline constexpr int kQmvMaxRows = 8;
+
+// Runs the SIMD QMV (bits 2, 4, 8; M <= kQmvMaxRows) for the CPU's level:
+// false when no SIMD kernel applies (then the caller uses the generic path).
+bool qmv_avx512(const QmvArgs& a);
+// 4-bit weights with bfloat16 x through vdpbf16ps (AVX512-BF16 CPUs).
+bool qmv4_avx512_bf16(const QmvArgs& a);
+bool qmv_avx2(const QmvArgs& a);
+
+}  // namespace kiln::cpu

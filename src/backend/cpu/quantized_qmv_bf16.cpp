@@ -1,0 +1,153 @@
+// 4-bit QMV for bfloat16 x on CPUs with AVX512-BF16 (`kiln bench` row
+// qmv_affine4). The general kernel (quantized_qmv.inc) spends a shift, a
+// mask, an int->float conversion and an fma on every value, about 39
+// instructions per 64 bytes of weights; that is more than one core can issue
+// while DRAM delivers 64 bytes. Here a pair of values is one bf16 pair of a
+// vdpbf16ps: a shift and one vpternlogd turn 16 words into 32 bf16 values
+// (nibble i of each word in the low half of a lane, nibble i + 4 in the
+// high half, each OR-ed into the bits of 128.0, so the lane holds 128 + q
+// exactly), and the dot product with x is 4 instructions per 128 values.
+// The 128 offset is removed per group through the bias: with t = sum
+// (128 + q) x, the group's share s sum q x + b sum x is s t + (b - 128 s)
+// sum x. x must be bf16 (then
+// the bf16 pairs hold it exactly); the result differs from the float kernel
+// only by fp32 rounding of the larger partial sums (about 17x, far below
+// the bf16 output's rounding).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/avx512_target.h"
+#include "backend/cpu/cast.h"
+#include "backend/cpu/quantized.h"
+#include "backend/cpu/threading.h"
+
+#define KILN_QMV_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace kiln::cpu {
+namespace {
+
+constexpr int kWords = 16;         // words per chunk (one zmm)
+constexpr int kChunk = 8 * kWords;  // values per chunk
+
+// x as bf16 pairs in the order of the unpacked vectors: chunk c, vector i,
+// lane j holds (x[c*128 + 8j + i], x[c*128 + 8j + i + 4]); and the group
+// sums of x.
+struct Bf16Prep {
+  int64_t chunks, groups_padded;
+  std::vector<uint32_t> xp;  // [M][chunks][4][16]
+  std::vector<float> xsum;   // [M][groups_padded]
+};
+
+uint32_t bf16_bits(float v) { return bfloat16_t::from_float(v); }
+
+Bf16Prep prepare(const QmvArgs& a) {
+  Bf16Prep p;
+  const int64_t words = a.K / 8, groups = a.K / a.group_size;
+  p.chunks = (words + kWords - 1) / kWords;
+  p.groups_padded = (groups + 15) / 16 * 16;
+  p.xp.assign(a.M * p.chunks * 64, 0u);
+  p.xsum.assign(a.M * p.groups_padded, 0.0f);
+  for (int64_t m = 0; m < a.M; ++m) {
+    const float* x = a.x + m * a.K;
+    uint32_t* xp = p.xp.data() + m * p.chunks * 64;
+    for (int64_t c = 0; c < p.chunks; ++c) {
+      for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < kWords; ++j) {
+          int64_t k = c * kChunk + 8 * j + i;
+          if (k >= a.K) continue;
+          xp[c * 64 + i * 16 + j] = bf16_bits(x[k]) | (bf16_bits(x[k + 4]) << 16);
+        }
+      }
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+      float s = 0.0f;
+      for (int k = 0; k < a.group_size; ++k) s += x[g * a.group_size + k];
+      p.xsum[m * p.groups_padded + g] = s;
+    }
+  }
+  return p;
+}
+
+template <int M>
+KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, int64_t n1) {
+  constexpr int P = M == 1 ? 2 : 1;
+  const int64_t words = a.K / 8, G = a.K / a.group_size;
+  const auto* scales = static_cast<const bfloat16_t*>(a.scales);
+  const auto* biases = static_cast<const bfloat16_t*>(a.biases);
+  std::vector<float> sb(2 * (G + 16), 0.0f);
+  float* srow = sb.data();
+  float* brow = sb.data() + G + 16;
+  alignas(64) int idx_lanes[16];
+  for (int j = 0; j < 16; ++j) idx_lanes[j] = (8 * j) / a.group_size;
+  const __m512i idx = _mm512_load_si512(idx_lanes);
+  const __m512i low4 = _mm512_set1_epi32(0x000F000F), one28 = _mm512_set1_epi32(0x43004300);
+  const int64_t xstride = p.chunks * 64;
+  const int log2_group = __builtin_ctz(static_cast<unsigned>(a.group_size));  // no division in the loop
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint32_t* w = a.w + n * words;
+    for (int64_t g = 0; g < G; ++g) {
+      float s = convert<float>(scales[n * G + g]);
+      srow[g] = s;
+      brow[g] = convert<float>(biases[n * G + g]) - 128.0f * s;
+    }
+    __m512 tot[M];
+    for (int m = 0; m < M; ++m) tot[m] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < p.chunks; ++c) {
+      int64_t left = words - c * kWords;
+      __m512i v = left >= kWords ? _mm512_loadu_si512(w + c * kWords)
+                                 : _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << left) - 1u), w + c * kWords);
+      // (v >> 4i) & 0x000F000F | 0x43004300: truth table 0xEA is (A & B) | C.
+      __m512i q0 = _mm512_ternarylogic_epi32(v, low4, one28, 0xEA);
+      __m512i q1 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, one28, 0xEA);
+      __m512i q2 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 8), low4, one28, 0xEA);
+      __m512i q3 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 12), low4, one28, 0xEA);
+      // Masked-off lanes hold 128 + 0 here: their x pairs are zero.
+      const uint32_t* xc = p.xp.data() + c * 64;
+      __m512 s = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(srow + ((c * kChunk) >> log2_group)));
+      for (int m = 0; m < M; ++m) {
+        const uint32_t* xm = xc + m * xstride;
+        __m512 t[P];
+        for (int q = 0; q < P; ++q) t[q] = _mm512_setzero_ps();
+        t[0] = _mm512_dpbf16_ps(t[0], (__m512bh)q0, (__m512bh)_mm512_loadu_si512(xm));
+        t[1 % P] = _mm512_dpbf16_ps(t[1 % P], (__m512bh)q1, (__m512bh)_mm512_loadu_si512(xm + 16));
+        t[0] = _mm512_dpbf16_ps(t[0], (__m512bh)q2, (__m512bh)_mm512_loadu_si512(xm + 32));
+        t[1 % P] = _mm512_dpbf16_ps(t[1 % P], (__m512bh)q3, (__m512bh)_mm512_loadu_si512(xm + 48));
+        __m512 sum = P == 2 ? _mm512_add_ps(t[0], t[1 % P]) : t[0];
+        tot[m] = _mm512_fmadd_ps(sum, s, tot[m]);
+      }
+    }
+    for (int64_t g = 0; g < G; g += 16) {
+      __m512 b = _mm512_loadu_ps(brow + g);
+      for (int m = 0; m < M; ++m) tot[m] = _mm512_fmadd_ps(b, _mm512_loadu_ps(p.xsum.data() + m * p.groups_padded + g), tot[m]);
+    }
+    for (int m = 0; m < M; ++m) a.out[m * a.N + n] = _mm512_reduce_add_ps(tot[m]);
+  }
+}
+
+template <int M>
+void run(const QmvArgs& a, const Bf16Prep& p) {
+  int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, a.K / 2));
+  parallel_for(a.N, grain, [&](int64_t n0, int64_t n1) { rows_bf16<M>(a, p, n0, n1); });
+}
+
+}  // namespace
+
+bool qmv4_avx512_bf16(const QmvArgs& a) {
+  if (a.bits != 4 || a.t != bfloat16 || a.M < 1 || a.M > kQmvMaxRows) return false;
+  Bf16Prep p = prepare(a);
+  switch (a.M) {
+    case 1: run<1>(a, p); break;
+    case 2: run<2>(a, p); break;
+    case 3: run<3>(a, p); break;
+    case 4: run<4>(a, p); break;
+    case 5: run<5>(a, p); break;
+    case 6: run<6>(a, p); break;
+    case 7: run<7>(a, p); break;
+    default: run<8>(a, p); break;
+  }
+  return true;
+}
+
+}  // namespace kiln::cpu

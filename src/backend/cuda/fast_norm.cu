@@ -1,0 +1,225 @@
+// fast::rms_norm and fast::layer_norm on the GPU (kiln bench rows D2
+// rms_norm, layer_norm).
+//
+// Memory-bound: the floor is one read of x and one write of y. A row is
+// handled by one group of threads - a warp for narrow rows (up to 128
+// 16-byte vectors: fp32 width <= 512, bf16 <= 1024; eight rows per block,
+// no shared memory, shuffles only) and a block for wide rows - that loads
+// it with 128-bit loads into registers, reduces, and writes it from the
+// registers: one pass over DRAM. With the values in registers, layer_norm's
+// variance is the exact two-step one (mean first, then the centered
+// squares). Rows too wide for the registers (or not 16-byte aligned) take a
+// loop that re-reads the row (from L2 the second time), with layer_norm's
+// sums shifted by the row's first element so that they do not cancel.
+// Accumulation is in float; the normalized value is rounded to the output
+// type before the weight multiplies it, as the fallback does.
+#include "backend/cuda/kernel_utils.cuh"
+#include "core/ops_util.h"
+#include "core/primitives_fast_norm.h"
+
+namespace kiln {
+namespace cuda {
+namespace {
+
+template <typename T, int E>
+struct alignas(sizeof(T) * E) Pack {
+  T v[E];
+};
+
+// Sum over the row's group: the warp, or the whole block.
+template <bool kWarpRow>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if constexpr (!kWarpRow) {
+    __shared__ float part[32];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (lane == 0) part[warp] = v;
+    __syncthreads();
+    v = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();  // part is free for the next call
+  }
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ T finish(float normalized, const T* w, const T* b, int64_t k) {
+  float v = to_compute(convert<T>(normalized));
+  if (w) v = to_compute(convert<T>(v * to_compute(w[k])));
+  if (b) v += to_compute(b[k]);
+  return convert<T>(v);
+}
+
+// kVecs > 0: each thread holds vectors lane, lane + G, ... (kVecs of them)
+// of its row in registers; kVecs == 0: the re-reading loop.
+template <bool kLayer, typename T, int E, int kVecs, bool kWarpRow>
+__global__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                          T* __restrict__ y, int64_t rows, int64_t d, float eps) {
+  using P = Pack<T, E>;
+  int64_t row;
+  int lane, group;
+  if constexpr (kWarpRow) {
+    row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+    lane = threadIdx.x % 32;
+    group = 32;
+    if (row >= rows) return;  // whole warps leave; no block barrier follows
+  } else {
+    row = blockIdx.x;
+    lane = threadIdx.x;
+    group = blockDim.x;
+  }
+  const P* xr = reinterpret_cast<const P*>(x + row * d);
+  P* yr = reinterpret_cast<P*>(y + row * d);
+  const int64_t nv = d / E;
+  const float n = static_cast<float>(d);
+  if constexpr (kVecs > 0) {
+    float v[kVecs][E];
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int64_t idx = lane + static_cast<int64_t>(i) * group;
+      if (idx < nv) {
+        const P a = xr[idx];
+#pragma unroll
+        for (int e = 0; e < E; ++e) {
+          v[i][e] = to_compute(a.v[e]);
+          s += kLayer ? v[i][e] : v[i][e] * v[i][e];
+        }
+      }
+    }
+    float mean = 0, inv;
+    if constexpr (kLayer) {
+      mean = group_sum<kWarpRow>(s) / n;
+      float c = 0;
+#pragma unroll
+      for (int i = 0; i < kVecs; ++i) {
+        if (lane + static_cast<int64_t>(i) * group < nv) {
+#pragma unroll
+          for (int e = 0; e < E; ++e) {
+            const float t = v[i][e] - mean;
+            c += t * t;
+          }
+        }
+      }
+      inv = rsqrtf(group_sum<kWarpRow>(c) / n + eps);
+    } else {
+      inv = rsqrtf(group_sum<kWarpRow>(s) / n + eps);
+    }
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      const int64_t idx = lane + static_cast<int64_t>(i) * group;
+      if (idx < nv) {
+        P o;
+#pragma unroll
+        for (int e = 0; e < E; ++e) o.v[e] = finish<T>((v[i][e] - mean) * inv, w, b, idx * E + e);
+        yr[idx] = o;
+      }
+    }
+  } else {
+    const float shift = kLayer ? to_compute(x[row * d]) : 0.0f;
+    float s1 = 0, s2 = 0;
+    for (int64_t idx = lane; idx < nv; idx += group) {
+      const P a = xr[idx];
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const float t = to_compute(a.v[e]) - shift;
+        s1 += t;
+        s2 += t * t;
+      }
+    }
+    float mean = 0, inv;
+    if constexpr (kLayer) {
+      const float m1 = group_sum<kWarpRow>(s1) / n;
+      const float m2 = group_sum<kWarpRow>(s2) / n;
+      mean = m1 + shift;
+      inv = rsqrtf(fmaxf(m2 - m1 * m1, 0.0f) + eps);
+    } else {
+      inv = rsqrtf(group_sum<kWarpRow>(s2) / n + eps);
+    }
+    for (int64_t idx = lane; idx < nv; idx += group) {
+      const P a = xr[idx];
+      P o;
+#pragma unroll
+      for (int e = 0; e < E; ++e) o.v[e] = finish<T>((to_compute(a.v[e]) - mean) * inv, w, b, idx * E + e);
+      yr[idx] = o;
+    }
+  }
+}
+
+template <bool kLayer, typename T, int E>
+void launch_norm_vec(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t d, float eps, cudaStream_t s) {
+  const int64_t nv = d / E;
+  if (nv <= 128) {
+    constexpr int kBlock = 256;  // eight rows
+    const unsigned grid = static_cast<unsigned>((rows + kBlock / 32 - 1) / (kBlock / 32));
+    if (nv <= 32) norm_rows<kLayer, T, E, 1, true><<<grid, kBlock, 0, s>>>(x, w, b, y, rows, d, eps);
+    else if (nv <= 64) norm_rows<kLayer, T, E, 2, true><<<grid, kBlock, 0, s>>>(x, w, b, y, rows, d, eps);
+    else norm_rows<kLayer, T, E, 4, true><<<grid, kBlock, 0, s>>>(x, w, b, y, rows, d, eps);
+    return;
+  }
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (nv <= 256 * 8) {
+    const int block = static_cast<int>(std::min<int64_t>(256, (nv + 31) / 32 * 32));
+    const int64_t per_thread = (nv + block - 1) / block;
+    if (per_thread <= 1) norm_rows<kLayer, T, E, 1, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
+    else if (per_thread <= 2) norm_rows<kLayer, T, E, 2, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
+    else if (per_thread <= 4) norm_rows<kLayer, T, E, 4, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
+    else norm_rows<kLayer, T, E, 8, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
+    return;
+  }
+  norm_rows<kLayer, T, E, 0, false><<<grid, 1024, 0, s>>>(x, w, b, y, rows, d, eps);
+}
+
+template <bool kLayer, typename T>
+void launch_norm(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t d, float eps, cudaStream_t s) {
+  constexpr int E = 16 / sizeof(T);
+  const bool vec = d % E == 0 && aligned16(x) && aligned16(y) && (!w || aligned16(w)) && (!b || aligned16(b));
+  if (vec) launch_norm_vec<kLayer, T, E>(x, w, b, y, rows, d, eps, s);
+  else launch_norm_vec<kLayer, T, 1>(x, w, b, y, rows, d, eps, s);
+}
+
+template <bool kLayer>
+void norm_gpu(const char* op, const std::vector<array>& inputs, array& out, float eps) {
+  const array& in = inputs[0];
+  const auto& dsc = *in.desc();
+  const bool contiguous = detail::is_row_contiguous(dsc.shape, dsc.strides);
+  if (contiguous && dsc.offset == 0) allocate_or_donate(out, in, op);
+  else allocate(out, op);
+  const int64_t d = in.shape().back();
+  const int64_t rows = static_cast<int64_t>(in.size()) / d;
+  const char* src = in_ptr(in);
+  if (!contiguous) {
+    char* tmp = static_cast<char*>(scratch(in.nbytes(), op));
+    copy_strided(src, dsc.dtype, dsc.shape, dsc.strides, tmp, dsc.dtype, row_major_strides(dsc.shape), op);
+    src = tmp;
+  }
+  const char* pw = inputs[1].ndim() == 0 ? nullptr : in_ptr(inputs[1]);
+  const char* pb = kLayer && inputs[2].ndim() != 0 ? in_ptr(inputs[2]) : nullptr;
+  char* dst = out_ptr(out);
+  cudaStream_t s = current_stream();
+  dispatch(in.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
+      launch_norm<kLayer, T>(reinterpret_cast<const T*>(src), reinterpret_cast<const T*>(pw),
+                             reinterpret_cast<const T*>(pb), reinterpret_cast<T*>(dst), rows, d, eps, s);
+    } else {
+      throw Error(std::string("[") + op + "] no GPU kernel for " + dtype_name(in.dtype()));
+    }
+  });
+  KILN_CUDA_CHECK_LAUNCH(op);
+}
+
+}  // namespace
+}  // namespace cuda
+
+void RMSNorm::eval_gpu(const std::vector<array>& inputs, array& out) {
+  cuda::norm_gpu<false>("rms_norm", inputs, out, eps_);
+}
+
+void LayerNorm::eval_gpu(const std::vector<array>& inputs, array& out) {
+  cuda::norm_gpu<true>("layer_norm", inputs, out, eps_);
+}
+
+}  // namespace kiln

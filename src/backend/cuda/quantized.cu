@@ -1,0 +1,474 @@
+// Affine quantization on the GPU (packing: core/primitives_quant.h).
+//
+// - quantize: a thread per group, the CPU's arithmetic step for step
+//   (IEEE division and rint), so both backends give the same words, scales
+//   and biases (checked by tests/cuda/test_cuda_quant.cpp).
+// - dequantize: a thread per value, product and sum rounded separately
+//   (MLX's multiply then add in the scales' dtype).
+// - QMV (transposed w, M <= 8, bits 2 / 4 / 8: decode; `kiln bench` rows
+//   qmv_affine4 / qmv_affine8): a warp owns R rows of w (R = 4 for M <= 2)
+//   and each lane streams every 32nd 16-byte vector of them, R loads in
+//   flight. A value is unpacked with a shift, a mask and the 2^23 trick (no
+//   int->float conversion, a quarter-rate instruction), and the dot is
+//   arranged per word: t = sum_e q_e x_e, acc += s t + b sum_e x_e, so a
+//   value costs about one fma per row of x and each 16-byte load of x
+//   serves R rows. At about 4 instructions per 4-bit value (128 per clock
+//   per SM) the 4-bit kernel is near instruction-bound at the 3.6 TB/s
+//   target: measure before going further (bf16x2 unpacking is next).
+// - QMM (everything else; `kiln bench` row qmm_affine4): w is dequantized
+//   into a scratch buffer of x's dtype, then cuBLASLt multiplies
+//   (cuda::gemm_rowmajor in matmul.cpp). Not yet the fused shared-memory +
+//   mma kernel: the dequantized copy costs one extra write and read of the
+//   weights in the x dtype, which is small next to an M >= 16 GEMM.
+// - float64 (for references and the transformation checks): dequantize
+//   in double, then cuBLASLt's double GEMM.
+// - gather_qmm: a warp per output element (correct, not fast: the MoE
+//   prefill path is future work).
+#include "backend/cuda/kernel_utils.cuh"
+#include "core/ops_util.h"
+#include "core/primitives.h"
+
+namespace kiln {
+namespace cuda {
+
+// Row-major C[M, N] = A[M, K] (row-major) times B: B is [N, K] row-major
+// when b_is_nk (a linear layer's weights), else [K, N]; defined in
+// matmul.cpp (cuBLASLt).
+void gemm_rowmajor(Dtype t, const char* a, const char* b, bool b_is_nk, char* c, int64_t M, int64_t N, int64_t K);
+
+namespace {
+
+__device__ __forceinline__ uint32_t unpack_at(const uint32_t* row, int64_t k, int bits) {
+  int64_t bit = k * bits;
+  int64_t word = bit >> 5;
+  int off = static_cast<int>(bit & 31);
+  uint64_t v = row[word] >> off;
+  if (off + bits > 32) v |= static_cast<uint64_t>(row[word + 1]) << (32 - off);
+  return static_cast<uint32_t>(v) & ((1u << bits) - 1u);
+}
+
+template <typename T>
+__device__ __forceinline__ float f32(T v) {
+  return static_cast<float>(v);
+}
+
+template <typename T>
+__global__ void quantize_kernel(const T* __restrict__ w, int64_t groups, int gs, int bits, uint32_t* __restrict__ packed,
+                                T* __restrict__ scales, T* __restrict__ biases) {
+  const float n_bins = static_cast<float>((1 << bits) - 1);
+  const int64_t words = static_cast<int64_t>(gs) * bits / 32;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T* x = w + g * gs;
+    float lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < gs; ++k) {
+      float v = f32(x[k]);
+      lo = fminf(lo, v);
+      hi = fmaxf(hi, v);
+    }
+    bool low_edge = fabsf(lo) > fabsf(hi);
+    float scale = fmaxf(__fdiv_rn(__fsub_rn(hi, lo), n_bins), 1e-7f);
+    scale = low_edge ? scale : -scale;
+    float edge = low_edge ? lo : hi;
+    float q0 = rintf(__fdiv_rn(edge, scale));
+    float bias = 0.0f;
+    if (q0 != 0.0f) {
+      scale = __fdiv_rn(edge, q0);
+      bias = edge;
+    }
+    uint32_t* out = packed + g * words;
+    uint64_t acc = 0;
+    int filled = 0;
+    for (int k = 0; k < gs; ++k) {
+      float q = rintf(__fdiv_rn(__fsub_rn(f32(x[k]), bias), scale));
+      q = fminf(fmaxf(q, 0.0f), n_bins);
+      acc |= static_cast<uint64_t>(q) << filled;
+      filled += bits;
+      if (filled >= 32) {
+        *out++ = static_cast<uint32_t>(acc);
+        acc >>= 32;
+        filled -= 32;
+      }
+    }
+    scales[g] = static_cast<T>(scale);
+    biases[g] = static_cast<T>(bias);
+  }
+}
+
+template <typename T>
+__global__ void dequantize_kernel(const uint32_t* __restrict__ w, const T* __restrict__ scales,
+                                  const T* __restrict__ biases, int64_t total, int64_t K, int gs, int bits,
+                                  T* __restrict__ out) {
+  const int64_t words = K * bits / 32, G = K / gs;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t r = i / K, k = i % K;
+    int64_t g = r * G + k / gs;
+    uint32_t q = unpack_at(w + r * words, k, bits);
+    if constexpr (std::is_same_v<T, double>) {
+      out[i] = __fma_rn(static_cast<double>(q), scales[g], biases[g]);  // as the CPU: one rounding
+    } else {
+      T prod = static_cast<T>(__fmul_rn(static_cast<float>(q), f32(scales[g])));
+      out[i] = static_cast<T>(__fadd_rn(f32(prod), f32(biases[g])));
+    }
+  }
+}
+
+constexpr int kQmvWarps = 8;
+
+// n consecutive values of x as float, in 16-byte (or 8-byte) loads through
+// the read-only cache; p is aligned to min(16, n * sizeof(T)) bytes.
+template <typename T, int N>
+__device__ __forceinline__ void load_floats(const T* p, float (&out)[N]) {
+  constexpr int kBytes = N * static_cast<int>(sizeof(T));
+  if constexpr (kBytes % 16 == 0) {
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int c = 0; c < kBytes / 16; ++c) {
+      uint4 u = __ldg(reinterpret_cast<const uint4*>(p) + c);
+      T tmp[kPer];
+      memcpy(tmp, &u, 16);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) out[c * kPer + e] = f32(tmp[e]);
+    }
+  } else if constexpr (kBytes == 8) {
+    uint2 u = __ldg(reinterpret_cast<const uint2*>(p));
+    T tmp[N];
+    memcpy(tmp, &u, 8);
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = f32(tmp[e]);
+  } else {
+#pragma unroll
+    for (int e = 0; e < N; ++e) out[e] = f32(p[e]);
+  }
+}
+
+// Value e of a packed word as float without an int->float conversion
+// (a quarter-rate instruction): 2^23 + q has q in its mantissa bits.
+template <int BITS>
+__device__ __forceinline__ float unpack_float(uint32_t word, int e) {
+  constexpr uint32_t kMask = (1u << BITS) - 1u;
+  return __uint_as_float(0x4B000000u | ((word >> (e * BITS)) & kMask)) - 8388608.0f;
+}
+
+// Needs 16-byte aligned w with words % 4 == 0, and x aligned for
+// load_floats (16-byte aligned rows). A warp owns R rows of w; each lane
+// takes every 32nd 16-byte vector of them (R loads in flight), and each
+// slice of x it loads serves all R rows: per word, t = sum_e q_e x_e and
+// acc += s t + b sum_e x_e.
+template <typename T, int M, int BITS, int R>
+__global__ void __launch_bounds__(kQmvWarps * 32) qmv_kernel(const T* __restrict__ x, const uint32_t* __restrict__ w,
+                                                              const T* __restrict__ scales, const T* __restrict__ biases,
+                                                              T* __restrict__ y, int64_t N, int64_t K, int log2_gs) {
+  constexpr int EPW = 32 / BITS;
+  const int lane = threadIdx.x % 32;
+  const int64_t words = K * BITS / 32, vecs = words / 4, G = K >> log2_gs;
+  for (int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kQmvWarps + threadIdx.x / 32) * R; n0 < N;
+       n0 += static_cast<int64_t>(gridDim.x) * kQmvWarps * R) {
+    // Rows past N read row n0 (no branch around the loads) and are dropped.
+    int64_t rows[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = n0 + r < N ? n0 + r : n0;
+    float acc[R][M];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m < M; ++m) acc[r][m] = 0.f;
+    for (int64_t i = lane; i < vecs; i += 32) {
+      uint4 v[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) v[r] = __ldcs(reinterpret_cast<const uint4*>(w + rows[r] * words) + i);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int64_t k0 = (i * 4 + j) * EPW;
+        const int64_t g = k0 >> log2_gs;  // group sizes are powers of two: no division per word
+        float q[R][EPW];
+        float s[R], b[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          uint32_t word = j == 0 ? v[r].x : j == 1 ? v[r].y : j == 2 ? v[r].z : v[r].w;
+#pragma unroll
+          for (int e = 0; e < EPW; ++e) q[r][e] = unpack_float<BITS>(word, e);
+          s[r] = f32(scales[rows[r] * G + g]);
+          b[r] = f32(biases[rows[r] * G + g]);
+        }
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          float xv[EPW];
+          load_floats<T, EPW>(x + m * K + k0, xv);
+          float xsum = 0.f;
+#pragma unroll
+          for (int e = 0; e < EPW; ++e) xsum += xv[e];
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            float t = 0.f;
+#pragma unroll
+            for (int e = 0; e < EPW; ++e) t = fmaf(q[r][e], xv[e], t);
+            acc[r][m] = fmaf(s[r], t, fmaf(b[r], xsum, acc[r][m]));
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], o);
+      }
+      if (lane < M && n0 + r < N) {
+        float out = acc[r][0];
+#pragma unroll
+        for (int m = 1; m < M; ++m) out = lane == m ? acc[r][m] : out;
+        y[lane * N + n0 + r] = static_cast<T>(out);
+      }
+    }
+  }
+}
+
+// Any bits, any alignment: a warp per (row of x, row of w), value by value.
+template <typename T>
+__global__ void qmv_generic(const T* __restrict__ x, const uint32_t* __restrict__ w, const T* __restrict__ scales,
+                            const T* __restrict__ biases, T* __restrict__ y, int64_t M, int64_t N, int64_t K, int gs,
+                            int bits) {
+  const int lane = threadIdx.x % 32;
+  const int64_t words = K * bits / 32, G = K / gs;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; o < M * N; o += warps) {
+    int64_t m = o / N, n = o % N;
+    float acc = 0.f;
+    for (int64_t k = lane; k < K; k += 32) {
+      int64_t g = n * G + k / gs;
+      float val = fmaf(static_cast<float>(unpack_at(w + n * words, k, bits)), f32(scales[g]), f32(biases[g]));
+      acc = fmaf(val, f32(x[m * K + k]), acc);
+    }
+    for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+    if (lane == 0) y[m * N + n] = static_cast<T>(acc);
+  }
+}
+
+// out[i] = x[lhs[i]] @ dequantize(w[rhs[i]]): a warp per output element.
+template <typename T>
+__global__ void gather_qmm_kernel(const T* __restrict__ x, const uint32_t* __restrict__ w, const T* __restrict__ scales,
+                                  const T* __restrict__ biases, const uint32_t* __restrict__ lhs,
+                                  const uint32_t* __restrict__ rhs, T* __restrict__ y, int64_t count, int64_t x_count,
+                                  int64_t w_count, int64_t M, int64_t N, int64_t K, int gs, int bits, bool transpose,
+                                  IndexErrorSlot* err) {
+  const int lane = threadIdx.x % 32;
+  const int64_t packed_len = transpose ? K : N;
+  const int64_t words = packed_len * bits / 32, G = packed_len / gs;
+  const int64_t w_mat = (transpose ? N : K) * words, g_mat = (transpose ? N : K) * G;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
+  for (int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; o < count * M * N;
+       o += warps) {
+    int64_t i = o / (M * N), m = (o / N) % M, n = o % N;
+    int64_t li = lhs[i], ri = rhs[i];
+    if (li >= x_count || ri >= w_count) {
+      if (err && lane == 0) {
+        volatile IndexErrorSlot* e = err;
+        e->value = li >= x_count ? li : ri;
+        e->flag = 1;
+      }
+      li = li >= x_count ? x_count - 1 : li;
+      ri = ri >= w_count ? w_count - 1 : ri;
+    }
+    const uint32_t* wm = w + ri * w_mat;
+    const T* sm = scales + ri * g_mat;
+    const T* bm = biases + ri * g_mat;
+    const T* xr = x + (li * M + m) * K;
+    using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    C acc = 0;
+    for (int64_t k = lane; k < K; k += 32) {
+      int64_t row = transpose ? n : k, col = transpose ? k : n;
+      int64_t g = row * G + col / gs;
+      C val = static_cast<C>(unpack_at(wm + row * words, col, bits)) * static_cast<C>(sm[g]) + static_cast<C>(bm[g]);
+      acc += val * static_cast<C>(xr[k]);
+    }
+    for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+    if (lane == 0) y[o] = static_cast<T>(acc);
+  }
+}
+
+unsigned quant_grid(int64_t items, int block) {
+  int64_t blocks = (items + block - 1) / block;
+  int64_t cap = static_cast<int64_t>(device_sm_count() > 0 ? device_sm_count() : 132) * 32;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+// A row-major device copy of a (or a itself when it already is).
+const char* row_major(const array& a, const char* op) {
+  const char* p = in_ptr(a);
+  const auto& d = *a.desc();
+  if (detail::is_row_contiguous(d.shape, d.strides)) return p;
+  char* tmp = static_cast<char*>(scratch(a.nbytes(), op));
+  copy_strided(p, d.dtype, d.shape, d.strides, tmp, d.dtype, row_major_strides(d.shape), op);
+  return tmp;
+}
+
+template <typename F>
+void float_dispatch(Dtype t, const char* op, F&& f) {
+  switch (t) {
+    case Dtype::float32: return f(Tag<float>{});
+    case Dtype::float16: return f(Tag<__half>{});
+    case Dtype::bfloat16: return f(Tag<__nv_bfloat16>{});
+    case Dtype::float64: return f(Tag<double>{});
+    default: throw Error(std::string("[") + op + "] unsupported dtype " + dtype_name(t));
+  }
+}
+
+// Rows of w per warp: more rows share each load of x, fewer leave room
+// for the M rows of x in registers.
+template <int M>
+constexpr int qmv_rows_per_warp() {
+  return M <= 2 ? 4 : M <= 4 ? 2 : 1;
+}
+
+template <typename T, int BITS>
+void launch_qmv(const T* x, const uint32_t* w, const T* s, const T* b, T* y, int64_t M, int64_t N, int64_t K, int gs,
+                cudaStream_t st) {
+  auto grid = [N](int rows) {
+    return static_cast<unsigned>(std::max<int64_t>(1, (N + kQmvWarps * rows - 1) / (kQmvWarps * rows)));
+  };
+  switch (M) {
+#define KILN_QMV_CASE(m)                                                                        \
+  case m:                                                                                       \
+    qmv_kernel<T, m, BITS, qmv_rows_per_warp<m>()>                                              \
+        <<<grid(qmv_rows_per_warp<m>()), kQmvWarps * 32, 0, st>>>(x, w, s, b, y, N, K,           \
+                                                                  __builtin_ctz(static_cast<unsigned>(gs)));  \
+    break;
+    KILN_QMV_CASE(1) KILN_QMV_CASE(2) KILN_QMV_CASE(3) KILN_QMV_CASE(4)
+    KILN_QMV_CASE(5) KILN_QMV_CASE(6) KILN_QMV_CASE(7) KILN_QMV_CASE(8)
+#undef KILN_QMV_CASE
+  }
+}
+
+// One 2-d product on row-major device operands.
+template <typename T>
+void product_2d(Dtype t, const T* x, const uint32_t* w, const T* s, const T* b, T* y, int64_t M, int64_t N,
+                int64_t K, QuantParams p, bool transpose, cudaStream_t st) {
+  const int64_t words = (transpose ? K : N) * p.bits / 32;
+  // float64 (references, transformation checks) takes the dense path in double.
+  bool vec_ok = words % 4 == 0 && aligned16(w) && aligned16(x) && (K * sizeof(T)) % 16 == 0 &&
+                !std::is_same_v<T, double>;
+  if (!std::is_same_v<T, double> && transpose && M <= 8 && vec_ok && (p.bits == 2 || p.bits == 4 || p.bits == 8)) {
+    if (p.bits == 2) launch_qmv<T, 2>(x, w, s, b, y, M, N, K, p.group_size, st);
+    if (p.bits == 4) launch_qmv<T, 4>(x, w, s, b, y, M, N, K, p.group_size, st);
+    if (p.bits == 8) launch_qmv<T, 8>(x, w, s, b, y, M, N, K, p.group_size, st);
+    KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+    return;
+  }
+  if (!std::is_same_v<T, double> && transpose && M <= 8) {
+    qmv_generic<T><<<quant_grid(M * N * 32, 256), 256, 0, st>>>(x, w, s, b, y, M, N, K, p.group_size, p.bits);
+    KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+    return;
+  }
+  // Dequantize w ([N, K] or [K, N]) into x's dtype, then the dense GEMM.
+  T* dense = static_cast<T*>(scratch(static_cast<size_t>(N * K) * sizeof(T), "quantized_matmul"));
+  int64_t packed_len = transpose ? K : N;
+  dequantize_kernel<T><<<quant_grid(N * K, 256), 256, 0, st>>>(w, s, b, N * K, packed_len, p.group_size, p.bits, dense);
+  KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+  gemm_rowmajor(t, reinterpret_cast<const char*>(x), reinterpret_cast<const char*>(dense), transpose,
+                reinterpret_cast<char*>(y), M, N, K);
+}
+
+}  // namespace
+}  // namespace cuda
+
+void Quantize::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  for (auto& o : outputs) cuda::allocate(o, "quantize");
+  const array& w = inputs[0];
+  int64_t groups = static_cast<int64_t>(w.size()) / p_.group_size;
+  if (groups == 0) return;
+  const char* pw = cuda::row_major(w, "quantize");
+  auto* packed = reinterpret_cast<uint32_t*>(cuda::out_ptr(outputs[0]));
+  char* ps = cuda::out_ptr(outputs[1]);
+  char* pb = cuda::out_ptr(outputs[2]);
+  cudaStream_t st = cuda::current_stream();
+  cuda::float_dispatch(w.dtype(), "quantize", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::quantize_kernel<T><<<cuda::quant_grid(groups, 128), 128, 0, st>>>(
+        reinterpret_cast<const T*>(pw), groups, p_.group_size, p_.bits, packed, reinterpret_cast<T*>(ps),
+        reinterpret_cast<T*>(pb));
+  });
+  KILN_CUDA_CHECK_LAUNCH("quantize");
+}
+
+void Dequantize::eval_gpu(const std::vector<array>& inputs, array& out) {
+  cuda::allocate(out, "dequantize");
+  if (out.size() == 0) return;
+  const char* pw = cuda::row_major(inputs[0], "dequantize");
+  const char* ps = cuda::row_major(inputs[1], "dequantize");
+  const char* pb = cuda::row_major(inputs[2], "dequantize");
+  char* po = cuda::out_ptr(out);
+  int64_t total = static_cast<int64_t>(out.size()), K = out.shape(-1);
+  cudaStream_t st = cuda::current_stream();
+  cuda::float_dispatch(out.dtype(), "dequantize", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::dequantize_kernel<T><<<cuda::quant_grid(total, 256), 256, 0, st>>>(
+        reinterpret_cast<const uint32_t*>(pw), reinterpret_cast<const T*>(ps), reinterpret_cast<const T*>(pb), total,
+        K, p_.group_size, p_.bits, reinterpret_cast<T*>(po));
+  });
+  KILN_CUDA_CHECK_LAUNCH("dequantize");
+}
+
+void QuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out) {
+  cuda::allocate(out, "quantized_matmul");
+  if (out.size() == 0) return;
+  const array& x = inputs[0];
+  const array& w = inputs[1];
+  int64_t K = x.shape(-1), N = out.shape(-1);
+  // Broadcast batch axes are materialized by the row-major copies.
+  const char* px = cuda::row_major(x, "quantized_matmul");
+  const char* pw = cuda::row_major(w, "quantized_matmul");
+  const char* ps = cuda::row_major(inputs[2], "quantized_matmul");
+  const char* pb = cuda::row_major(inputs[3], "quantized_matmul");
+  char* po = cuda::out_ptr(out);
+  cudaStream_t st = cuda::current_stream();
+  int64_t M = w.ndim() == 2 ? static_cast<int64_t>(x.size()) / K : x.shape(-2);
+  int64_t batches = static_cast<int64_t>(out.size()) / (M * N);
+  int64_t w_mat = static_cast<int64_t>(w.shape(-2)) * w.shape(-1);
+  int64_t g_mat = static_cast<int64_t>(inputs[2].shape(-2)) * inputs[2].shape(-1);
+  cuda::float_dispatch(out.dtype(), "quantized_matmul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (int64_t bi = 0; bi < batches; ++bi) {
+      int64_t wb = w.ndim() == 2 ? 0 : bi;
+      cuda::product_2d<T>(out.dtype(), reinterpret_cast<const T*>(px) + bi * M * K,
+                          reinterpret_cast<const uint32_t*>(pw) + wb * w_mat, reinterpret_cast<const T*>(ps) + wb * g_mat,
+                          reinterpret_cast<const T*>(pb) + wb * g_mat, reinterpret_cast<T*>(po) + bi * M * N, M, N, K,
+                          p_, transpose_, st);
+    }
+  });
+}
+
+void GatherQMM::eval_gpu(const std::vector<array>& inputs, array& out) {
+  cuda::allocate(out, "gather_qmm");
+  if (out.size() == 0) return;
+  const array& x = inputs[0];
+  const array& w = inputs[1];
+  int64_t M = x.shape(-2), K = x.shape(-1), N = out.shape(-1);
+  int64_t x_count = static_cast<int64_t>(x.size()) / std::max<int64_t>(M * K, 1);
+  int64_t w_count = static_cast<int64_t>(w.size()) / std::max<int64_t>(static_cast<int64_t>(w.shape(-2)) * w.shape(-1), 1);
+  const char* px = cuda::row_major(x, "gather_qmm");
+  const char* pw = cuda::row_major(w, "gather_qmm");
+  const char* ps = cuda::row_major(inputs[2], "gather_qmm");
+  const char* pb = cuda::row_major(inputs[3], "gather_qmm");
+  const char* pl = cuda::row_major(inputs[4], "gather_qmm");
+  const char* pr = cuda::row_major(inputs[5], "gather_qmm");
+  char* po = cuda::out_ptr(out);
+  int64_t count = static_cast<int64_t>(inputs[4].size());
+  cuda::IndexErrorSlot* err = cuda::index_error_slot([x_count, w_count](int64_t v) {
+    return "[gather_qmm] index " + std::to_string(v) + " out of range: " + std::to_string(x_count) +
+           " x matrices, " + std::to_string(w_count) + " w matrices (found on the GPU)";
+  });
+  cudaStream_t st = cuda::current_stream();
+  cuda::float_dispatch(out.dtype(), "gather_qmm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    cuda::gather_qmm_kernel<T><<<cuda::quant_grid(count * M * N * 32, 256), 256, 0, st>>>(
+        reinterpret_cast<const T*>(px), reinterpret_cast<const uint32_t*>(pw), reinterpret_cast<const T*>(ps),
+        reinterpret_cast<const T*>(pb), reinterpret_cast<const uint32_t*>(pl), reinterpret_cast<const uint32_t*>(pr),
+        reinterpret_cast<T*>(po), count, x_count, w_count, M, N, K, p_.group_size, p_.bits, transpose_, err);
+  });
+  KILN_CUDA_CHECK_LAUNCH("gather_qmm");
+}
+
+}  // namespace kiln

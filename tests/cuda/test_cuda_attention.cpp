@@ -1,0 +1,98 @@
+// fast::scaled_dot_product_attention on the GPU (CTest label `cuda`): the
+// decode (flash-decoding) and tensor-core prefill kernels against the CPU's
+// fused kernel and a float64 evaluation of the plain-op fallback, across
+// head dims, masks, GQA/MQA, sinks, odd lengths and strided inputs.
+#include <gtest/gtest.h>
+
+#include "core/primitives.h"
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+enum class Mask { kNone, kCausal, kBool, kAdditive };
+
+struct Shape4 {
+  int batch, hq, hkv, lq, lk, d;
+};
+
+class GpuAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU available for the cuda suite";
+  }
+};
+
+// Runs the op on both devices with the same inputs; the GPU result must be
+// the fused primitive and match the float64 fallback (and the CPU kernel).
+void check(const Shape4& s, Dtype t, Mask mask, bool sinks = false, bool transposed = false) {
+  std::ostringstream name;
+  name << "B" << s.batch << " Hq" << s.hq << " Hkv" << s.hkv << " Lq" << s.lq << " Lk" << s.lk << " D" << s.d << " "
+       << dtype_name(t) << " mask " << static_cast<int>(mask) << (sinks ? " sinks" : "") << (transposed ? " transposed" : "");
+  SCOPED_TRACE(name.str());
+  auto qkv = [&](int h, int l) {
+    if (transposed) return swapaxes(random_array({s.batch, l, h, s.d}, t, -1, 1), 1, 2);
+    return random_array({s.batch, h, l, s.d}, t, -1, 1);
+  };
+  array q = qkv(s.hq, s.lq), k = qkv(s.hkv, s.lk), v = qkv(s.hkv, s.lk);
+  std::optional<array> m, sk;
+  std::string mode;
+  if (mask == Mask::kCausal) mode = "causal";
+  if (mask == Mask::kBool) m = random_array({s.lq, s.lk}, float32, 0, 1) < array(0.8f);
+  if (mask == Mask::kAdditive) m = random_array({s.batch, s.hq, s.lq, s.lk}, t, -3, 1);
+  if (sinks) sk = random_array({s.hq}, t, -1, 2);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  array gpu = fast::scaled_dot_product_attention(q, k, v, scale, mode, m, sk, false, Device::gpu);
+  ASSERT_STREQ(gpu.primitive()->name(), "ScaledDotProductAttention");
+  array cpu = fast::scaled_dot_product_attention(q, k, v, scale, mode, m, sk, false, Device::cpu);
+  auto f64 = [](const std::optional<array>& a) -> std::optional<array> {
+    if (!a) return a;
+    return a->dtype() == bool_ ? *a : astype(*a, float64);
+  };
+  array ref = fast::scaled_dot_product_attention(astype(q, float64), astype(k, float64), astype(v, float64), scale, mode,
+                                                 f64(m), f64(sk), false, Device::cpu);
+  const double atol = t == float32 ? 1e-4 : t == float16 ? 3e-3 : 2e-2;
+  std::vector<double> want = to_double(ref);
+  EXPECT_TRUE(all_close(gpu, want, 1e-2, atol));
+  EXPECT_TRUE(all_close(gpu, to_double(cpu), 1e-2, atol));
+}
+
+TEST_F(GpuAttention, DecodeAcrossHeadDimsDtypesAndMasks) {
+  for (int d : {64, 80, 96, 128, 256}) {
+    for (Dtype t : {float32, float16, bfloat16}) {
+      check({1, 32, 8, 1, 1000, d}, t, Mask::kNone);
+      check({2, 4, 4, 1, 17, d}, t, Mask::kCausal);
+      check({1, 8, 1, 2, 333, d}, t, Mask::kBool);  // MQA, 16 rows
+      check({1, 4, 2, 3, 129, d}, t, Mask::kAdditive, true);
+    }
+  }
+  for (int lk : {1, 17, 4096, 32768}) check({1, 32, 8, 1, lk, 128}, bfloat16, Mask::kNone);
+  check({2, 8, 2, 1, 555, 128}, bfloat16, Mask::kNone, true, true);  // strided q/k/v
+}
+
+TEST_F(GpuAttention, PrefillAcrossHeadDimsAndMasks) {
+  for (int d : {64, 80, 96, 128, 256}) {
+    for (Dtype t : {float16, bfloat16}) {
+      check({1, 4, 4, 64, 64, d}, t, Mask::kNone);
+      check({1, 4, 2, 100, 100, d}, t, Mask::kCausal);  // odd length, GQA
+      check({2, 2, 1, 37, 200, d}, t, Mask::kCausal);   // q shorter than k
+      check({1, 2, 2, 70, 45, d}, t, Mask::kBool, true);
+      check({1, 2, 2, 65, 130, d}, t, Mask::kAdditive);
+    }
+  }
+  check({1, 8, 2, 300, 300, 128}, bfloat16, Mask::kCausal, false, true);  // strided
+  check({1, 2, 2, 80, 50, 64}, float16, Mask::kCausal);                   // rows that see no key
+  check({1, 32, 8, 1024, 1024, 128}, bfloat16, Mask::kCausal);
+}
+
+TEST_F(GpuAttention, Float32PrefillUsesTheFallback) {
+  array q = random_array({1, 2, 40, 64}), k = random_array({1, 2, 40, 64});
+  array out = fast::scaled_dot_product_attention(q, k, k, 0.125f, "causal", {}, {}, false, Device::gpu);
+  EXPECT_STRNE(out.primitive()->name(), "ScaledDotProductAttention");
+  array cpu = fast::scaled_dot_product_attention(q, k, k, 0.125f, "causal", {}, {}, false, Device::cpu);
+  EXPECT_TRUE(all_close(out, to_double(cpu), 1e-3, 1e-4));
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,119 @@
+// llama.cpp block formats on the GPU (src/backend/cuda/quant_blocks.cu)
+// against the CPU: decoding and the 32-weight formats' encoding bit for bit
+// (both sides round every product and sum on their own), the K formats'
+// encoding too (the .cu is compiled with --fmad=false, like the CPU file
+// with -ffp-contract=off), and quantized_matmul for 1..8 rows (QMV) and more
+// (dequantize + cuBLASLt), on rows whose bytes are and are not a multiple
+// of 16 (the kernel's 16-byte staging and its byte-wise fallback).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/block_format.h"
+#include "core/quantize_blocks.h"
+#include "kiln/kiln.h"
+#include "test_util.h"
+
+namespace kiln::test {
+namespace {
+
+const std::vector<std::string> kModes = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0",
+                                         "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"};
+
+const BlockLayout& layout(const std::string& mode) {
+  for (const auto& l : kBlockLayouts) {
+    if (mode == l.name) return l;
+  }
+  throw std::runtime_error(mode);
+}
+
+class GpuBlocks : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU available for the cuda suite";
+  }
+};
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+TEST_F(GpuBlocks, DequantizeBitForBit) {
+  for (const auto& mode : kModes) {
+    SCOPED_TRACE(mode);
+    const BlockLayout& l = layout(mode);
+    // Random bytes: the fp16 scales include infinities, NaNs and subnormals.
+    std::vector<uint8_t> bytes(5 * 9 * l.bytes);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng()());
+    array w(bytes, {5, 9 * l.bytes}, uint8);
+    array c = detail::block_dequantize(w, mode, float32, Device::cpu);
+    array g = detail::block_dequantize(w, mode, float32, Device::gpu);
+    eval(c, g);
+    const float* pc = c.data<float>();
+    const float* pg = g.data<float>();
+    for (size_t i = 0; i < c.size(); ++i) {
+      bool same = (std::isnan(pc[i]) && std::isnan(pg[i])) || bits_of(pc[i]) == bits_of(pg[i]);
+      ASSERT_TRUE(same) << "element " << i << ": cpu " << pc[i] << ", gpu " << pg[i];
+    }
+    array gb = detail::block_dequantize(w, mode, bfloat16, Device::gpu);
+    EXPECT_TRUE(all_close(gb, to_double(astype(c, bfloat16)), 0.0));
+  }
+}
+
+TEST_F(GpuBlocks, QuantizeSameBytes) {
+  for (const auto& mode : kModes) {
+    SCOPED_TRACE(mode);
+    array x = random_array({6, 512}, float32, -3, 3);
+    array c = detail::block_quantize(x, mode, Device::cpu)[0];
+    array g = detail::block_quantize(x, mode, Device::gpu)[0];
+    eval(c, g);
+    ASSERT_EQ(c.nbytes(), g.nbytes());
+    EXPECT_EQ(std::memcmp(c.data<uint8_t>(), g.data<uint8_t>(), c.nbytes()), 0);
+  }
+}
+
+TEST_F(GpuBlocks, MatmulAgainstCpu) {
+  for (const auto& mode : kModes) {
+    const BlockLayout& l = layout(mode);
+    // 16-byte-multiple rows (staged with 16-byte loads) and odd ones.
+    for (int blocks : {l.block == 32 ? 200 : 24, 3}) {
+      int k = blocks * l.block;
+      array w = detail::block_quantize(random_array({67, k}), mode, Device::cpu)[0];
+      for (int m : {1, 2, 3, 5, 8, 11, 20}) {
+        for (Dtype t : {float32, bfloat16}) {
+          SCOPED_TRACE(mode + " K=" + std::to_string(k) + " M=" + std::to_string(m) + " " + dtype_name(t));
+          array x = astype(random_array({m, k}), t);
+          array c = detail::block_quantized_matmul(astype(x, float32), w, true, mode, Device::cpu);
+          array g = detail::block_quantized_matmul(x, w, true, mode, Device::gpu);
+          EXPECT_EQ(g.dtype(), t);
+          // Relative to the products' scale: sqrt(K) * |x| |w| terms.
+          std::vector<double> cd = to_double(c), gd = to_double(g);
+          double scale = 0;
+          for (double v : cd) scale = std::max(scale, std::fabs(v));
+          double tol = t == float32 ? 1e-5 : 1e-2;
+          for (size_t i = 0; i < cd.size(); ++i) ASSERT_NEAR(gd[i], cd[i], tol * scale) << "element " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(GpuBlocks, StridedBatchedX) {
+  array w = detail::block_quantize(random_array({33, 512}), "q4_k", Device::cpu)[0];
+  array x = transpose(random_array({512, 6}));
+  array xb = random_array({2, 3, 512});
+  for (const array& xi : {x, xb}) {
+    array c = detail::block_quantized_matmul(xi, w, true, "q4_k", Device::cpu);
+    array g = detail::block_quantized_matmul(xi, w, true, "q4_k", Device::gpu);
+    EXPECT_TRUE(all_close(g, to_double(c), 1e-4, 1e-4));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::test

@@ -1,0 +1,33 @@
+// Cases of the fast ops (include/kiln/fast.h): the fused node on float32 /
+// float16 / bfloat16 against the op in float64 (which is the fallback), the
+// transforms through the fallback or, for rope, the fused inverse rotation.
+#include "harness.h"
+
+namespace kiln::harness {
+
+void register_fast() {
+  auto rms = [](const Arrays& x) { return Arrays{fast::rms_norm(x[0], x[1], 1e-5f)}; };
+  add({.op = "fast::rms_norm", .primitive = "RMSNorm", .name = "(4,7) weight", .fn = rms,
+       .inputs = {in({4, 7}), in({7}, 0.5, 1.5)}, .diff = {0, 1}, .grad2 = true});
+  add({.op = "fast::rms_norm", .primitive = "RMSNorm", .name = "(2,3,65) no weight",
+       .fn = [](const Arrays& x) { return Arrays{fast::rms_norm(x[0], std::nullopt, 1e-6f)}; },
+       .inputs = {in({2, 3, 65})}, .diff = {0}});
+  add({.op = "fast::layer_norm", .primitive = "LayerNorm", .name = "(4,7) weight bias",
+       .fn = [](const Arrays& x) { return Arrays{fast::layer_norm(x[0], x[1], x[2], 1e-5f)}; },
+       .inputs = {in({4, 7}), in({7}, 0.5, 1.5), in({7})}, .diff = {0, 1, 2}, .grad2 = true});
+  add({.op = "fast::layer_norm", .primitive = "LayerNorm", .name = "(3,33) no affine",
+       .fn = [](const Arrays& x) { return Arrays{fast::layer_norm(x[0], std::nullopt, std::nullopt, 1e-5f)}; },
+       .inputs = {in({3, 33})}, .diff = {0}});
+  add({.op = "fast::rope", .primitive = "RoPE", .name = "(2,3,5,8) half-split offset 3",
+       .fn = [](const Arrays& x) { return Arrays{fast::rope(x[0], 8, false, 10000.0f, 1.0f, 3)}; },
+       .inputs = {in({2, 3, 5, 8})}, .diff = {0}, .grad2 = true});
+  add({.op = "fast::rope", .primitive = "RoPE", .name = "(2,3,5,9) traditional dims 6 scale 0.5",
+       .fn = [](const Arrays& x) { return Arrays{fast::rope(x[0], 6, true, 500.0f, 0.5f, 1)}; },
+       .inputs = {in({2, 3, 5, 9})}, .diff = {0}});
+  add({.op = "fast::rope", .primitive = "RoPE", .name = "(2,4,6) freqs, offsets per batch",
+       .fn = [](const Arrays& x) { return Arrays{fast::rope(x[0], 6, false, std::nullopt, 1.0f, x[2], x[1])}; },
+       // Angles pos / freq of a few radians: finite differences in freqs stay accurate.
+       .inputs = {in({2, 4, 6}), in({3}, 4.0, 12.0), fixed({2}, int32, 0, 12)}, .diff = {0, 1}});
+}
+
+}  // namespace kiln::harness

@@ -1,0 +1,82 @@
+// D4 quantized matvec on llama.cpp's block formats: y[1, N] = x[1, K] w^T
+// with w [N, K] in Q4_0, Q8_0, Q4_K or Q6_K blocks, read once (bytes = the
+// blocks plus x and y). The peer is OpenBLAS's sgemv on the same weights
+// decoded to float32 (prepared outside the timing): it checks Kiln's
+// numbers, and its time is what the unquantized weights cost.
+#include <cblas.h>
+
+#include <cstring>
+#include <random>
+
+#include "bench.h"
+#include "core/block_format.h"
+#include "core/quantize_blocks.h"
+
+namespace kiln::bench {
+namespace {
+
+// The fp16 fields (d, and dmin / m) of each format's block.
+std::vector<int> scale_offsets(const std::string& mode) {
+  if (mode == "q4_0" || mode == "q5_0" || mode == "q8_0") return {0};
+  if (mode == "q4_1" || mode == "q5_1" || mode == "q4_k" || mode == "q5_k") return {0, 2};
+  if (mode == "q2_k") return {80, 82};
+  if (mode == "q3_k") return {108};
+  return {208};  // q6_k
+}
+
+const BlockLayout& layout_of(const std::string& mode) {
+  for (const auto& l : kBlockLayouts) {
+    if (mode == l.name) return l;
+  }
+  throw Error("[bench] unknown block format " + mode);
+}
+
+}  // namespace
+
+array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64_t seed) {
+  const BlockLayout& l = layout_of(mode);
+  const int64_t blocks = n * (k / l.block);
+  std::vector<uint8_t> bytes(blocks * l.bytes);
+  std::mt19937_64 gen(seed);
+  for (auto& b : bytes) b = static_cast<uint8_t>(gen());
+  // Small finite scales keep the products O(1).
+  std::uniform_real_distribution<float> scale(1e-3f, 1e-2f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int off : scale_offsets(mode)) {
+      uint16_t h = float16_t(scale(gen)).bits;
+      std::memcpy(&bytes[b * l.bytes + off], &h, 2);
+    }
+  }
+  array w(bytes, {static_cast<int>(n), static_cast<int>(k / l.block * l.bytes)}, uint8);
+  w.eval();
+  return w;
+}
+
+void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick) {
+  const int64_t k = quick ? 1024 : 4096, n = quick ? 2048 : 14336;
+  for (const char* mode : {"q4_0", "q8_0", "q4_k", "q6_k"}) {
+    const BlockLayout& l = layout_of(mode);
+    const double bytes = static_cast<double>(n) * (k / l.block) * l.bytes + 4.0 * (k + n);
+    out.push_back({"D4", std::string("qmv_") + mode, float32, {k, n}, bytes, 2.0 * k * n, [=] {
+      auto st = std::make_shared<DrillState>();
+      st->inputs = {random_input({1, static_cast<int>(k)}, float32, 41, -1, 1), random_block_weights(mode, n, k, 42)};
+      array wd = detail::block_dequantize(st->inputs[1], mode, float32, {});
+      wd.eval();
+      st->inputs.push_back(wd);
+      st->out_elements = n;
+      DrillCase c = kiln_case(st, [mode](const std::vector<array>& in) {
+        return detail::block_quantized_matmul(in[0], in[1], true, mode, {});
+      });
+      st->ref = make_float_buffer(n);
+      c.peer_name = "openblas_sgemv_decoded";
+      c.run_peer = [st, k, n] {
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, st->inputs[2].data<float>(), k,
+                    st->inputs[0].data<float>(), 1, 0.0f, st->ref.get(), 1);
+      };
+      compare_with_float_reference(c, st, 1e-4);
+      return c;
+    }});
+  }
+}
+
+}  // namespace kiln::bench
