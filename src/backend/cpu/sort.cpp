@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/common/axis_last.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/dispatch.h"
 #include "backend/cpu/threading.h"
@@ -51,25 +52,16 @@ struct AxisRows {
 };
 
 AxisRows axis_rows(const array& a, int axis, const char* op) {
-  const auto& d = *a.desc();
+  layout::AxisLast p = layout::axis_last(a, axis);
   AxisRows r;
-  Strides pstrides;
-  Strides rm = row_major_strides(d.shape);
-  for (int i = 0; i < a.ndim(); ++i) {
-    if (i == axis) continue;
-    r.shape.push_back(d.shape[i]);
-    pstrides.push_back(d.strides[i]);
-    r.out_strides.push_back(rm[i]);
-  }
-  r.shape.push_back(d.shape[axis]);
-  pstrides.push_back(d.strides[axis]);
-  r.out_strides.push_back(rm[axis]);
-  r.len = d.shape[axis];
+  r.shape = p.shape;
+  r.out_strides = p.out_strides;
+  r.len = p.len;
   r.rows = r.len ? static_cast<int64_t>(a.size()) / r.len : 0;
   r.data = detail::data_ptr(a);
-  if (!detail::is_row_contiguous(r.shape, pstrides)) {
+  if (!p.contiguous) {
     r.keep = allocator::malloc(a.nbytes(), op);
-    cpu::copy_strided(r.data, d.dtype, r.shape, pstrides, r.keep->ptr(), d.dtype, row_major_strides(r.shape));
+    cpu::copy_strided(r.data, a.dtype(), r.shape, p.in_strides, r.keep->ptr(), a.dtype(), row_major_strides(r.shape));
     r.data = static_cast<const char*>(r.keep->ptr());
   }
   return r;

@@ -4,6 +4,7 @@
 // (a view when the layout already is), the permuted shape, and the strides
 // a row-major output of the array's shape has in that permutation (to copy
 // row-major results back).
+#include "backend/common/axis_last.h"
 #include "backend/cuda/cuda_common.h"
 #include "core/ops_util.h"
 
@@ -17,24 +18,11 @@ struct Rows {
 };
 
 inline Rows rows_of(const array& a, int axis, const char* op) {
-  const auto& d = *a.desc();
-  Rows r;
-  Strides pstrides;
-  Strides rm = row_major_strides(d.shape);
-  for (int i = 0; i < a.ndim(); ++i) {
-    if (i == axis) continue;
-    r.shape.push_back(d.shape[i]);
-    pstrides.push_back(d.strides[i]);
-    r.out_strides.push_back(rm[i]);
-  }
-  r.shape.push_back(d.shape[axis]);
-  pstrides.push_back(d.strides[axis]);
-  r.out_strides.push_back(rm[axis]);
-  r.len = d.shape[axis];
-  r.data = in_ptr(a);
-  if (!detail::is_row_contiguous(r.shape, pstrides)) {
+  layout::AxisLast p = layout::axis_last(a, axis);
+  Rows r{in_ptr(a), p.shape, p.out_strides, p.len};
+  if (!p.contiguous) {
     char* tmp = static_cast<char*>(scratch(a.nbytes(), op));
-    copy_strided(r.data, d.dtype, r.shape, pstrides, tmp, d.dtype, row_major_strides(r.shape), op);
+    copy_strided(r.data, a.dtype(), r.shape, p.in_strides, tmp, a.dtype(), row_major_strides(r.shape), op);
     r.data = tmp;
   }
   return r;
