@@ -27,6 +27,7 @@
 #include "core/block_format.h"
 
 #if defined(__CUDACC__)
+#include <cuda_fp16.h>
 #define KILN_QB __host__ __device__ __forceinline__
 #else
 #define KILN_QB inline
@@ -72,6 +73,11 @@ KILN_QB float from_bits(uint32_t u) {
 
 // fp16 -> fp32, exact; NaN payloads kept as numpy keeps them.
 KILN_QB float half_to_float(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  // The hardware conversion (exact) on the GPU, but for inf and NaN, whose
+  // payload rule is the one below.
+  if ((h & 0x7c00u) != 0x7c00u) return __half2float(__ushort_as_half(h));
+#endif
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
   if (exp == 0x1f) return from_bits(sign | 0x7f800000u | (mant << 13));

@@ -15,20 +15,20 @@
 // coalesced 16-byte loads (blocks of 18, 34, 144 or 210 bytes are not
 // 16-byte aligned one by one, but a row of them is whenever its byte length
 // is a multiple of 16, e.g. K = 4096 or 14336 for every format; other rows
-// are copied byte by byte), then each lane decodes whole blocks from shared
-// memory (32-bit words put together with funnel shifts) and accumulates
-// sum(q * x) and sum(x) per sub-block, applying the sub-block's a and b once:
-// w = a * q + b never exists in memory. Several warps per SM keep enough
-// bytes in flight. x (float32 / bf16 / fp16, converted on load) is re-read
-// per row of w from L1/L2: at M = 1 that is ~7x the bytes of a Q4_0 row,
-// the next thing to remove if the bench shows the L1 as the limit (x staged
-// once per block of rows, several rows of w per warp). Kernels exist for
-// M = 1, 4 and 8 rows of x (fewer rows read zeros), which keeps the
-// instantiations (10 formats x 3 dtypes) few.
-//
-// Not measured yet: this file was written on a machine without a GPU; the
-// D4 rows of `kiln bench --device gpu` and tests/cuda/test_cuda_quant_blocks
-// are its first run.
+// are copied byte by byte). Then lane g decodes piece g of the chunk: 8
+// consecutive weights, so the 32 lanes read 256 consecutive values of x
+// (16-byte loads, one L1 wavefront per 128 bytes; the first version gave
+// each lane a whole block and read x 32 cache lines apart, 0.13-0.47 TB/s).
+// A piece's bit planes are read a 32-bit word (4 weights) at a time and
+// turned into floats with PRMT + FADD (unpack4), and the sub-block's a and
+// b are applied once per piece: w = a * q + b never exists in memory.
+// About 5 instructions per weight remain: the kernel is issue-bound
+// (ncu: 0.76 warps issued per scheduler per cycle, DRAM 15% busy, on
+// Q4_0 1x4096x14336); a variant with 4 rows per CTA and split K was no
+// faster. The next step is fewer instructions per weight: bf16x2 unpacking
+// into mma.sync fragments, or int8 x with dp4a (llama.cpp's way, which
+// changes the numbers). Kernels exist for M = 1, 4 and 8 rows of x (fewer rows skip the missing
+// ones), which keeps the instantiations (10 formats x 3 dtypes) few.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -45,12 +45,6 @@ namespace {
 
 constexpr int kWarps = 4;  // warps per CTA of the QMV kernel
 
-// Blocks per lane per chunk: about 2 KB or more per warp in flight.
-template <BlockFormat F>
-constexpr int unroll() {
-  return block_layout(F).bytes * 32 >= 2048 ? 1 : (2048 + block_layout(F).bytes * 32 - 1) / (block_layout(F).bytes * 32);
-}
-
 template <typename T>
 __device__ __forceinline__ float to_float(T v) {
   return static_cast<float>(v);
@@ -65,139 +59,110 @@ __device__ __forceinline__ uint32_t ld32(const uint8_t* p) {
   return s == 0 ? q[0] : __funnelshift_r(q[0], q[1], s);
 }
 
-// The rows of x a kernel instance for up to M rows reads (rows <= M: the
-// missing ones read as zeros, so M in {1, 4, 8} covers 1..8 rows).
-template <int M, typename T>
-struct Rows {
-  const T* x;
-  int64_t K;
-  int rows;
-  __device__ __forceinline__ float at(int m, int64_t k) const {
-    if constexpr (M == 1) return to_float(x[k]);
-    else return m < rows ? to_float(x[m * K + k]) : 0.f;
-  }
-};
+// Whether a format's sub-blocks carry an offset b (w = a * q + b).
+template <BlockFormat F>
+constexpr bool has_offset() {
+  return F == BlockFormat::q4_1 || F == BlockFormat::q5_1 || F == BlockFormat::q2_k || F == BlockFormat::q4_k ||
+         F == BlockFormat::q5_k;
+}
 
-// Adds a block's contribution to acc[m], m < M. kb: the block's first k.
-template <BlockFormat F, int M, typename T>
-__device__ __forceinline__ void block_dot(const uint8_t* blk, const Rows<M, T>& x, int64_t kb, float (&acc)[M]) {
-  if constexpr (F == BlockFormat::q8_0 || F == BlockFormat::q4_0) {
-    float d = qb::load_half(blk);
-    float s[M];
-#pragma unroll
-    for (int m = 0; m < M; ++m) s[m] = 0.f;
-    if constexpr (F == BlockFormat::q8_0) {
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        uint32_t v = ld32(blk + 2 + 4 * t);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float q = static_cast<float>(static_cast<int8_t>(v >> (8 * e)));
-#pragma unroll
-          for (int m = 0; m < M; ++m) s[m] = fmaf(q, x.at(m, kb + 4 * t + e), s[m]);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        uint32_t v = ld32(blk + 2 + 4 * t);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float lo = static_cast<float>(static_cast<int>((v >> (8 * e)) & 0xF) - 8);
-          float hi = static_cast<float>(static_cast<int>((v >> (8 * e + 4)) & 0xF) - 8);
-#pragma unroll
-          for (int m = 0; m < M; ++m) {
-            s[m] = fmaf(lo, x.at(m, kb + 4 * t + e), s[m]);
-            s[m] = fmaf(hi, x.at(m, kb + 16 + 4 * t + e), s[m]);
-          }
-        }
-      }
+// Four unsigned bytes of v as the floats byte - zero: 2^23 + byte is built
+// in the bits of a float (PRMT) and 2^23 + zero subtracted (FADD): two
+// full-rate instructions per weight instead of a quarter-rate I2F.
+__device__ __forceinline__ void unpack4(uint32_t v, float zero, float* q) {
+  const float off = 8388608.f + zero;
+  q[0] = __int_as_float(__byte_perm(v, 0x4B000000u, 0x7540)) - off;
+  q[1] = __int_as_float(__byte_perm(v, 0x4B000000u, 0x7541)) - off;
+  q[2] = __int_as_float(__byte_perm(v, 0x4B000000u, 0x7542)) - off;
+  q[3] = __int_as_float(__byte_perm(v, 0x4B000000u, 0x7543)) - off;
+}
+
+// Bits 0..3 of h to the lowest bit of bytes 0..3 (the four products of h
+// with 1, 2^7, 2^14, 2^21 land on distinct bits; the mask keeps bit 8i of
+// the i-th).
+__device__ __forceinline__ uint32_t spread4(uint32_t h) { return (h * 0x00204081u) & 0x01010101u; }
+
+// Piece p of a block: its 8 consecutive weights 8p .. 8p + 7 as q (the
+// small integers of qb::quant_value, exactly) and their sub-block's (a, b).
+// Each format's bit planes are read a 32-bit word (4 weights) at a time.
+template <BlockFormat F>
+__device__ __forceinline__ void piece(const uint8_t* blk, int p, float (&q)[8], float& a, float& b) {
+  using BF = BlockFormat;
+  uint32_t lo = 0, hi = 0;
+  float zero = 0.f;
+  if constexpr (F == BF::q4_0 || F == BF::q4_1 || F == BF::q5_0 || F == BF::q5_1) {
+    // 16 bytes: weight i < 16 in the low nibble of byte i, i >= 16 in the
+    // high nibble of byte i - 16; q5 keeps the fifth bits in a 32-bit word.
+    constexpr int qh = F == BF::q5_0 ? 2 : 4;
+    constexpr int qs = F == BF::q4_0 ? 2 : F == BF::q4_1 ? 4 : qh + 4;
+    const uint8_t* src = blk + qs + (p & 1) * 8;
+    const int sh = (p >> 1) * 4;
+    lo = (ld32(src) >> sh) & 0x0F0F0F0Fu;
+    hi = (ld32(src + 4) >> sh) & 0x0F0F0F0Fu;
+    if constexpr (F == BF::q5_0 || F == BF::q5_1) {
+      uint32_t h = (ld32(blk + qh) >> (8 * p)) & 0xFFu;
+      lo |= spread4(h & 0xFu) << 4;
+      hi |= spread4(h >> 4) << 4;
     }
-#pragma unroll
-    for (int m = 0; m < M; ++m) acc[m] = fmaf(d, s[m], acc[m]);
-  } else if constexpr (F == BlockFormat::q4_k) {
-#pragma unroll 1
-    for (int j = 0; j < 8; ++j) {
-      float a, b;
-      qb::sub_params(F, blk, j, a, b);
-      float sq[M], sx[M];
-#pragma unroll
-      for (int m = 0; m < M; ++m) sq[m] = sx[m] = 0.f;
-      const uint8_t* qs = blk + 16 + (j / 2) * 32;
-      int shift = 4 * (j % 2);
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        uint32_t v = (ld32(qs + 4 * t) >> shift) & 0x0F0F0F0Fu;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float q = static_cast<float>((v >> (8 * e)) & 0xFF);
-#pragma unroll
-          for (int m = 0; m < M; ++m) {
-            float xv = x.at(m, kb + 32 * j + 4 * t + e);
-            sq[m] = fmaf(q, xv, sq[m]);
-            sx[m] += xv;
-          }
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < M; ++m) acc[m] = fmaf(a, sq[m], fmaf(b, sx[m], acc[m]));
+    zero = F == BF::q4_0 ? 8.f : F == BF::q5_0 ? 16.f : 0.f;
+  } else if constexpr (F == BF::q8_0) {
+    lo = ld32(blk + 2 + 8 * p) ^ 0x80808080u;  // int8 + 128
+    hi = ld32(blk + 6 + 8 * p) ^ 0x80808080u;
+    zero = 128.f;
+  } else if constexpr (F == BF::q2_k || F == BF::q3_k) {
+    // Weight i: bits 2s..2s+1 of byte 32h + l (h = i / 128, s = i % 128 / 32,
+    // l = i % 32); Q3_K adds bit i / 32 of hmask[l] as the third bit.
+    const int i0 = 8 * p, h = i0 / 128, s = (i0 % 128) / 32, l = i0 % 32;
+    const uint8_t* src = blk + (F == BF::q2_k ? 16 : 32) + h * 32 + l;
+    lo = (ld32(src) >> (2 * s)) & 0x03030303u;
+    hi = (ld32(src + 4) >> (2 * s)) & 0x03030303u;
+    if constexpr (F == BF::q3_k) {
+      const int c = i0 / 32;
+      lo |= ((ld32(blk + l) >> c) & 0x01010101u) << 2;
+      hi |= ((ld32(blk + l + 4) >> c) & 0x01010101u) << 2;
+      zero = 4.f;
     }
-  } else if constexpr (F == BlockFormat::q6_k) {
-    float d = qb::load_half(blk + 208);
-#pragma unroll 1
-    for (int c = 0; c < 8; ++c) {
-      int h = c / 4, s = c % 4;
-      const uint8_t* ql = blk + h * 64 + (s & 1) * 32;
-      const uint8_t* qh = blk + 128 + h * 32;
-      float s0[M], s1[M];
-#pragma unroll
-      for (int m = 0; m < M; ++m) s0[m] = s1[m] = 0.f;
-#pragma unroll
-      for (int t = 0; t < 8; ++t) {
-        uint32_t lo = (ld32(ql + 4 * t) >> (4 * (s >> 1))) & 0x0F0F0F0Fu;
-        uint32_t hi = (ld32(qh + 4 * t) >> (2 * s)) & 0x03030303u;
-        uint32_t v = lo | (hi << 4);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float q = static_cast<float>(static_cast<int>((v >> (8 * e)) & 0xFF) - 32);
-#pragma unroll
-          for (int m = 0; m < M; ++m) {
-            float xv = x.at(m, kb + 32 * c + 4 * t + e);
-            if (t < 4) s0[m] = fmaf(q, xv, s0[m]);
-            else s1[m] = fmaf(q, xv, s1[m]);
-          }
-        }
-      }
-      float a0 = d * static_cast<float>(static_cast<int8_t>(blk[192 + 2 * c]));
-      float a1 = d * static_cast<float>(static_cast<int8_t>(blk[192 + 2 * c + 1]));
-#pragma unroll
-      for (int m = 0; m < M; ++m) acc[m] = fmaf(a0, s0[m], fmaf(a1, s1[m], acc[m]));
+  } else if constexpr (F == BF::q4_k || F == BF::q5_k) {
+    // Sub-block j (32 weights) in nibble j % 2 of 32 bytes at (j / 2) * 32;
+    // Q5_K's fifth bit is bit j of qh[l].
+    const int j = p / 4, l = (p % 4) * 8;
+    const uint8_t* src = blk + (F == BF::q4_k ? 16 : 48) + (j / 2) * 32 + l;
+    lo = (ld32(src) >> (4 * (j & 1))) & 0x0F0F0F0Fu;
+    hi = (ld32(src + 4) >> (4 * (j & 1))) & 0x0F0F0F0Fu;
+    if constexpr (F == BF::q5_k) {
+      lo |= ((ld32(blk + 16 + l) >> j) & 0x01010101u) << 4;
+      hi |= ((ld32(blk + 20 + l) >> j) & 0x01010101u) << 4;
     }
-  } else {
-    // The other formats: the scalar reference decoder, weight by weight.
-    constexpr int sub = F == BlockFormat::q2_k || F == BlockFormat::q3_k ? 16 : 32;
-    constexpr int subs = block_layout(F).block / sub;
-#pragma unroll 1
-    for (int j = 0; j < subs; ++j) {
-      float a, b;
-      qb::sub_params(F, blk, j, a, b);
-      float sq[M], sx[M];
-#pragma unroll
-      for (int m = 0; m < M; ++m) sq[m] = sx[m] = 0.f;
-#pragma unroll 4
-      for (int i = 0; i < sub; ++i) {
-        float q = static_cast<float>(qb::quant_value(F, blk, j * sub + i));
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-          float xv = x.at(m, kb + j * sub + i);
-          sq[m] = fmaf(q, xv, sq[m]);
-          sx[m] += xv;
-        }
-      }
-#pragma unroll
-      for (int m = 0; m < M; ++m) acc[m] = fmaf(a, sq[m], fmaf(b, sx[m], acc[m]));
-    }
+  } else {  // q6_k: 32-weight chunk c; low nibbles in ql, 2 high bits in qh
+    const int c = p / 4, l = (p % 4) * 8, h = c / 4, s = c % 4;
+    const uint8_t* ql = blk + h * 64 + (s & 1) * 32 + l;
+    const uint8_t* qh = blk + 128 + h * 32 + l;
+    lo = ((ld32(ql) >> (4 * (s >> 1))) & 0x0F0F0F0Fu) | (((ld32(qh) >> (2 * s)) & 0x03030303u) << 4);
+    hi = ((ld32(ql + 4) >> (4 * (s >> 1))) & 0x0F0F0F0Fu) | (((ld32(qh + 4) >> (2 * s)) & 0x03030303u) << 4);
+    zero = 32.f;
   }
+  qb::sub_params(F, blk, (8 * p) / qb::sub_size(F), a, b);
+  unpack4(lo, zero, q);
+  unpack4(hi, zero, q + 4);
+}
+
+// x[k .. k + 7] as floats (k a multiple of 8: 16- or 32-byte aligned loads).
+__device__ __forceinline__ void load8(const float* x, float (&v)[8]) {
+  float4 p = __ldg(reinterpret_cast<const float4*>(x)), r = __ldg(reinterpret_cast<const float4*>(x) + 1);
+  v[0] = p.x, v[1] = p.y, v[2] = p.z, v[3] = p.w, v[4] = r.x, v[5] = r.y, v[6] = r.z, v[7] = r.w;
+}
+template <typename T>
+__device__ __forceinline__ void load8(const T* x, float (&v)[8]) {
+  uint4 u = __ldg(reinterpret_cast<const uint4*>(x));
+  const T* h = reinterpret_cast<const T*>(&u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = to_float(h[i]);
+}
+
+// Blocks per lane per chunk: about 2 KB or more per warp in flight.
+template <BlockFormat F>
+constexpr int unroll() {
+  return block_layout(F).bytes * 32 >= 2048 ? 1 : (2048 + block_layout(F).bytes * 32 - 1) / (block_layout(F).bytes * 32);
 }
 
 template <BlockFormat F, typename T, int M>
@@ -206,11 +171,11 @@ __global__ void __launch_bounds__(kWarps * 32) qmv_kernel(const T* __restrict__ 
                                                            bool vector_rows) {
   constexpr int kBytes = block_layout(F).bytes, kBlock = block_layout(F).block, U = unroll<F>();
   constexpr int kChunkBlocks = 32 * U, kChunkBytes = kChunkBlocks * kBytes;  // a multiple of 16
+  constexpr int P = kBlock / 8;  // pieces of 8 weights per block
   // 16 bytes of padding: ld32 of a chunk's last bytes reads up to 3 past them.
   __shared__ __align__(16) uint8_t stage[kWarps][kChunkBytes + 16];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t nb = K / kBlock, row_bytes = nb * kBytes;
-  Rows<M, T> xr{x, K, rows};
   uint8_t* buf = stage[warp];
   for (int64_t n = static_cast<int64_t>(blockIdx.x) * kWarps + warp; n < N;
        n += static_cast<int64_t>(gridDim.x) * kWarps) {
@@ -224,15 +189,45 @@ __global__ void __launch_bounds__(kWarps * 32) qmv_kernel(const T* __restrict__ 
       const uint8_t* src = row + b0 * kBytes;
       __syncwarp();
       if (vector_rows) {
-        // Row starts and chunk sizes are multiples of 16 bytes here.
+        // Row starts and chunk sizes are multiples of 16 bytes here. All of
+        // a lane's loads are issued before the first store.
         const uint4* s4 = reinterpret_cast<const uint4*>(src);
         uint4* d4 = reinterpret_cast<uint4*>(buf);
-        for (int i = lane; i < bytes / 16; i += 32) d4[i] = __ldcs(s4 + i);
+        constexpr int kVec = (kChunkBytes / 16 + 31) / 32;
+        uint4 r[kVec];
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+          if (lane + 32 * v < bytes / 16) r[v] = __ldcs(s4 + lane + 32 * v);
+        }
+#pragma unroll
+        for (int v = 0; v < kVec; ++v) {
+          if (lane + 32 * v < bytes / 16) d4[lane + 32 * v] = r[v];
+        }
       } else {
         for (int i = lane; i < bytes; i += 32) buf[i] = src[i];
       }
       __syncwarp();
-      for (int u = lane; u < blocks; u += 32) block_dot<F, M, T>(buf + u * kBytes, xr, (b0 + u) * kBlock, acc);
+      // Lane g takes piece g: consecutive lanes read consecutive x.
+      for (int g = lane; g < blocks * P; g += 32) {
+        const int u = g / P, p = g % P;
+        float q[8], a, b;
+        piece<F>(buf + u * kBytes, p, q, a, b);
+        const int64_t k = (b0 + u) * kBlock + 8 * p;
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          if (M > 1 && m >= rows) break;
+          float xv[8];
+          load8(x + m * K + k, xv);
+          float d = 0.f, sx = 0.f;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            d = fmaf(q[i], xv[i], d);
+            if constexpr (has_offset<F>()) sx += xv[i];
+          }
+          acc[m] = fmaf(a, d, acc[m]);
+          if constexpr (has_offset<F>()) acc[m] = fmaf(b, sx, acc[m]);
+        }
+      }
     }
 #pragma unroll
     for (int m = 0; m < M; ++m) {
@@ -313,10 +308,13 @@ __global__ void quantize_kernel(const float* __restrict__ x, uint8_t* __restrict
   }
 }
 
-// A row-major device copy of `a` in dtype t (or a's own pointer).
+// A row-major device copy of `a` in dtype t (or a's own pointer when it is
+// one already, and 16-byte aligned: QMV reads x 16 bytes at a time).
 const char* row_major(const array& a, Dtype t, const char* op) {
   const char* p = in_ptr(a);
-  if (a.dtype() == t && detail::is_row_contiguous(a.shape(), a.desc()->strides)) return p;
+  if (a.dtype() == t && detail::is_row_contiguous(a.shape(), a.desc()->strides) &&
+      reinterpret_cast<uintptr_t>(p) % 16 == 0)
+    return p;
   char* dst = static_cast<char*>(scratch(a.size() * size_of(t), op));
   copy_strided(p, a.dtype(), a.shape(), a.desc()->strides, dst, t, row_major_strides(a.shape()), op);
   return dst;
