@@ -61,4 +61,45 @@ array bernoulli(T p, const Shape& shape, const std::optional<array>& key = std::
 // p = 0.5, one value.
 array bernoulli(const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
+
+// Normal samples truncated to [lower, upper] (inverse CDF between erf of
+// the bounds, then clipped), lower/upper broadcast to shape; the second
+// form takes the broadcast shape of the bounds.
+array truncated_normal(const array& lower, const array& upper, const Shape& shape, Dtype dtype = float32,
+                       const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array truncated_normal(const array& lower, const array& upper, Dtype dtype = float32,
+                       const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+// Standard Gumbel samples, -log(-log(u)). Difference from MLX: u is drawn
+// in (0, 1) instead of [0, 1), so no sample is -inf.
+array gumbel(const Shape& shape, Dtype dtype = float32, const std::optional<array>& key = std::nullopt,
+             StreamOrDevice s = {});
+// Indices drawn from the categorical distribution of unnormalized log
+// probabilities `logits` along axis (uint32, as MLX): one sample per
+// position of the other axes, `shape` samples (which must be a broadcast of
+// logits' shape without axis), or num_samples per position (a last axis).
+array categorical(const array& logits, int axis, const Shape& shape, const std::optional<array>& key = std::nullopt,
+                  StreamOrDevice s = {});
+array categorical(const array& logits, int axis, int num_samples, const std::optional<array>& key = std::nullopt,
+                  StreamOrDevice s = {});
+array categorical(const array& logits, int axis = -1, const std::optional<array>& key = std::nullopt,
+                  StreamOrDevice s = {});
+// Laplace samples with location loc and scale (inverse CDF).
+array laplace(const Shape& shape, Dtype dtype, float loc, float scale, const std::optional<array>& key = std::nullopt,
+              StreamOrDevice s = {});
+inline array laplace(const Shape& shape, float loc, float scale, const std::optional<array>& key = std::nullopt,
+                     StreamOrDevice s = {}) {
+  return laplace(shape, float32, loc, scale, key, s);
+}
+inline array laplace(const Shape& shape, Dtype dtype, const std::optional<array>& key = std::nullopt,
+                     StreamOrDevice s = {}) {
+  return laplace(shape, dtype, 0.0f, 1.0f, key, s);
+}
+inline array laplace(const Shape& shape, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {}) {
+  return laplace(shape, float32, 0.0f, 1.0f, key, s);
+}
+// x with its entries along axis randomly permuted; permutation(n) is a
+// random permutation of arange(n) (uint32, as MLX).
+array permutation(const array& x, int axis = 0, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+array permutation(int x, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+
 }  // namespace kiln::random

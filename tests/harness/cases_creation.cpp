@@ -122,6 +122,29 @@ void register_creation() {
   random_case("random::randint", "(2,3)",
               [](const array& k) { return random::randint(array(-5), array(9), {2, 3}, int32, k); });
   random_case("random::bernoulli", "(6)", [](const array& k) { return random::bernoulli(array(0.3f), {6}, k); });
+  random_case("random::truncated_normal", "(4,3) in [-1, 2]", [](const array& k) {
+    return random::truncated_normal(array(-1.0f), array(2.0f), {4, 3}, float32, k);
+  });
+  random_case("random::truncated_normal", "bounds' shape", [](const array& k) {
+    return random::truncated_normal(array({-1.0f, 0.0f, 0.5f}), array(1.5f), float32, k);
+  });
+  random_case("random::gumbel", "(5,2)", [](const array& k) { return random::gumbel({5, 2}, float32, k); });
+  random_case("random::categorical", "(3,7) axis -1", [](const array& k) {
+    return random::categorical(reshape(arange(21.0f), {3, 7}) * array(0.1f), -1, k);
+  });
+  random_case("random::categorical", "shape (4,3)", [](const array& k) {
+    return random::categorical(reshape(arange(21.0f), {3, 7}) * array(0.1f), 1, Shape{4, 3}, k);
+  });
+  random_case("random::categorical", "5 samples", [](const array& k) {
+    return random::categorical(reshape(arange(21.0f), {7, 3}) * array(0.1f), 0, 5, k);
+  });
+  random_case("random::laplace", "(6) loc 1 scale 2", [](const array& k) {
+    return random::laplace({6}, float32, 1.0f, 2.0f, k);
+  });
+  random_case("random::permutation", "n 9", [](const array& k) { return random::permutation(9, k); });
+  random_case("random::permutation", "(4,5) axis 1", [](const array& k) {
+    return random::permutation(reshape(arange(20.0f), {4, 5}), 1, k);
+  });
 }
 
 }  // namespace kiln::harness
