@@ -27,8 +27,9 @@
 // Q4_0 1x4096x14336); a variant with 4 rows per CTA and split K was no
 // faster. The next step is fewer instructions per weight: bf16x2 unpacking
 // into mma.sync fragments, or int8 x with dp4a (llama.cpp's way, which
-// changes the numbers). Kernels exist for M = 1, 4 and 8 rows of x (fewer rows skip the missing
-// ones), which keeps the instantiations (10 formats x 3 dtypes) few.
+// changes the numbers). Kernels exist for M = 1, 4 and 8 rows of x (fewer
+// rows skip the missing ones), which keeps the instantiations (10 formats x
+// 3 dtypes) few.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -309,11 +310,12 @@ __global__ void quantize_kernel(const float* __restrict__ x, uint8_t* __restrict
 }
 
 // A row-major device copy of `a` in dtype t (or a's own pointer when it is
-// one already, and 16-byte aligned: QMV reads x 16 bytes at a time).
-const char* row_major(const array& a, Dtype t, const char* op) {
+// one already, aligned to `align` bytes: QMV reads x 16 bytes at a time;
+// the weights need no alignment, launch_qmv picks its loads by theirs).
+const char* row_major(const array& a, Dtype t, const char* op, uintptr_t align = 1) {
   const char* p = in_ptr(a);
   if (a.dtype() == t && detail::is_row_contiguous(a.shape(), a.desc()->strides) &&
-      reinterpret_cast<uintptr_t>(p) % 16 == 0)
+      reinterpret_cast<uintptr_t>(p) % align == 0)
     return p;
   char* dst = static_cast<char*>(scratch(a.size() * size_of(t), op));
   copy_strided(p, a.dtype(), a.shape(), a.desc()->strides, dst, t, row_major_strides(a.shape()), op);
@@ -369,7 +371,7 @@ void BlockQuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out
     KILN_CUDA_CHECK("quantized_matmul", cudaMemsetAsync(y, 0, out.nbytes(), s));
     return;
   }
-  const char* x = cuda::row_major(inputs[0], inputs[0].dtype(), "quantized_matmul");
+  const char* x = cuda::row_major(inputs[0], inputs[0].dtype(), "quantized_matmul", 16);
   const auto* w = reinterpret_cast<const uint8_t*>(cuda::row_major(inputs[1], uint8, "quantized_matmul"));
   cuda::dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
