@@ -5,6 +5,7 @@
 // the op runs (default: the default stream of the default device).
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -453,6 +454,51 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
                  bool transpose = true, std::optional<int> group_size = std::nullopt,
                  std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                  bool sorted_indices = false, StreamOrDevice s = {});
+
+// ---- convolution (MLX's layout: input [N, spatial.., C_in] channels last,
+// weight [C_out, kernel.., C_in / groups]; output [N, spatial.., C_out]) ----
+// Floating dtypes; the two operands are promoted to one dtype. Padding is
+// symmetric here and per side (lo, hi) in conv_general; negative padding
+// crops. conv_general's input_dilation inserts input_dilation - 1 zeros
+// between input elements, flip turns the cross-correlation into a true
+// convolution. Deliberate differences from MLX: groups work for 3-d
+// convolutions too (MLX allows groups != 1 only in 1-d and 2-d), and
+// negative padding crops the input after its dilation (MLX crops before;
+// the two agree when input_dilation is 1).
+array conv1d(const array& input, const array& weight, int stride = 1, int padding = 0, int dilation = 1,
+             int groups = 1, StreamOrDevice s = {});
+array conv2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
+             const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
+             int groups = 1, StreamOrDevice s = {});
+array conv3d(const array& input, const array& weight, const std::tuple<int, int, int>& stride = {1, 1, 1},
+             const std::tuple<int, int, int>& padding = {0, 0, 0},
+             const std::tuple<int, int, int>& dilation = {1, 1, 1}, int groups = 1, StreamOrDevice s = {});
+// The gradient of the convolution of the same parameters with respect to
+// its input (a "deconvolution"): spatial output (S - 1) * stride - 2 *
+// padding + dilation * (K - 1) + 1 + output_padding.
+array conv_transpose1d(const array& input, const array& weight, int stride = 1, int padding = 0, int dilation = 1,
+                       int output_padding = 0, int groups = 1, StreamOrDevice s = {});
+array conv_transpose2d(const array& input, const array& weight, const std::pair<int, int>& stride = {1, 1},
+                       const std::pair<int, int>& padding = {0, 0}, const std::pair<int, int>& dilation = {1, 1},
+                       const std::pair<int, int>& output_padding = {0, 0}, int groups = 1, StreamOrDevice s = {});
+array conv_transpose3d(const array& input, const array& weight,
+                       const std::tuple<int, int, int>& stride = {1, 1, 1},
+                       const std::tuple<int, int, int>& padding = {0, 0, 0},
+                       const std::tuple<int, int, int>& dilation = {1, 1, 1},
+                       const std::tuple<int, int, int>& output_padding = {0, 0, 0}, int groups = 1,
+                       StreamOrDevice s = {});
+// Any of 1-3 spatial axes; each parameter vector has one entry per spatial
+// axis, or one entry (or none: the default) used for every axis.
+array conv_general(array input, array weight, std::vector<int> stride = {}, std::vector<int> padding_lo = {},
+                   std::vector<int> padding_hi = {}, std::vector<int> kernel_dilation = {},
+                   std::vector<int> input_dilation = {}, int groups = 1, bool flip = false, StreamOrDevice s = {});
+inline array conv_general(const array& input, const array& weight, std::vector<int> stride = {},
+                          std::vector<int> padding = {}, std::vector<int> kernel_dilation = {},
+                          std::vector<int> input_dilation = {}, int groups = 1, bool flip = false,
+                          StreamOrDevice s = {}) {
+  return conv_general(input, weight, std::move(stride), padding, padding, std::move(kernel_dilation),
+                      std::move(input_dilation), groups, flip, s);
+}
 
 // ---- operators ----
 array operator-(const array& a);

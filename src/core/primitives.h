@@ -313,7 +313,8 @@ class StopGradient : public Primitive {
   X(ScaledDotProductAttention) \
   X(Dequantize) X(QuantizedMatmul) X(GatherQMM) \
   X(BlockQuantize) X(BlockDequantize) X(BlockQuantizedMatmul) \
-  X(RMSNorm) X(LayerNorm) X(RoPE)
+  X(RMSNorm) X(LayerNorm) X(RoPE) \
+  X(Convolution)
 
 // Primitives with several outputs: they override the vector forms of
 // eval_cpu / eval_gpu (a build without CUDA stubs the GPU one).
@@ -326,3 +327,4 @@ class StopGradient : public Primitive {
 #include "core/primitives_quant.h"      // NOLINT(build/include_order)
 #include "core/primitives_blocks.h"     // NOLINT(build/include_order)
 #include "core/primitives_fast_norm.h"  // NOLINT(build/include_order)
+#include "core/primitives_conv.h"       // NOLINT(build/include_order)

@@ -39,6 +39,7 @@ void register_all() {
     register_attention();
     register_quant();
     register_quant_blocks();
+    register_conv();
   });
 }
 

@@ -1,9 +1,11 @@
 // D3 GEMM and D5 matvec (decode), fp32 and bf16, against OpenBLAS in the
 // same run. GEMM is compute bound from a few hundred rows on; matvec streams
-// the weights once and is bandwidth bound.
+// the weights once and is bandwidth bound. D3 conv2d is a ResNet 3x3 layer
+// (channels last), against im2col + OpenBLAS sgemm.
 #include <cblas.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "bench.h"
@@ -94,6 +96,49 @@ void add_matvec(std::vector<DrillSpec>& out, Dtype dtype, int64_t k, int64_t n) 
   }});
 }
 
+// out[N, H, W, O] = conv2d(x[N, H, W, C], w[O, 3, 3, C], padding 1): a
+// ResNet stage's 3x3 convolution. The peer lays out the patches (im2col)
+// and multiplies them with OpenBLAS's sgemm, as a framework without its own
+// convolution kernels would.
+void add_conv2d(std::vector<DrillSpec>& out, int64_t n, int64_t hw, int64_t c, int64_t o) {
+  const int64_t rows = n * hw * hw, patch = 9 * c;
+  const double bytes = 4.0 * (static_cast<double>(rows) * c + static_cast<double>(o) * patch +
+                              static_cast<double>(rows) * o);
+  const double flops = 2.0 * rows * patch * o;
+  out.push_back({"D3", "conv2d_3x3", float32, {n, hw, hw, c, o}, bytes, flops, [=] {
+    auto st = std::make_shared<DrillState>();
+    const int ni = static_cast<int>(n), h = static_cast<int>(hw), ci = static_cast<int>(c), oi = static_cast<int>(o);
+    st->inputs = {random_input({ni, h, h, ci}, float32, 15, -1, 1), random_input({oi, 3, 3, ci}, float32, 16, -1, 1)};
+    st->out_elements = rows * o;
+    DrillCase dc = kiln_case(st, [](const std::vector<array>& in) { return conv2d(in[0], in[1], {1, 1}, {1, 1}); });
+    st->ref = make_float_buffer(rows * o);
+    auto cols = std::shared_ptr<float>(new float[rows * patch], std::default_delete<float[]>());
+    dc.peer_name = "im2col+openblas_sgemm";
+    dc.run_peer = [st, cols, n, hw, c, o, rows, patch] {
+      const float* x = st->inputs[0].data<float>();
+      float* col = cols.get();
+#pragma omp parallel for
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t b = r / (hw * hw), i = r / hw % hw, j = r % hw;
+        for (int64_t di = 0; di < 3; ++di)
+          for (int64_t dj = 0; dj < 3; ++dj) {
+            const int64_t si = i + di - 1, sj = j + dj - 1;
+            float* dst = col + r * patch + (di * 3 + dj) * c;
+            if (si < 0 || si >= hw || sj < 0 || sj >= hw) {
+              std::fill(dst, dst + c, 0.0f);
+            } else {
+              std::copy_n(x + ((b * hw + si) * hw + sj) * c, c, dst);
+            }
+          }
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, o, patch, 1.0f, col, patch,
+                  st->inputs[1].data<float>(), patch, 0.0f, st->ref.get(), o);
+    };
+    compare_with_float_reference(dc, st, kFp32Tolerance);
+    return dc;
+  }});
+}
+
 }  // namespace
 
 void add_linalg_drills(std::vector<DrillSpec>& out, bool quick) {
@@ -115,6 +160,8 @@ void add_linalg_drills(std::vector<DrillSpec>& out, bool quick) {
   }
   for (Dtype dtype : {float32, bfloat16})
     for (auto [k, n] : weights) add_matvec(out, dtype, k, n);
+  if (quick) add_conv2d(out, 1, 14, 32, 32);
+  else add_conv2d(out, 8, 56, 64, 64);
 }
 
 }  // namespace kiln::bench
