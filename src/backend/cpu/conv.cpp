@@ -46,16 +46,17 @@ Strides5 strides5(const array& a) {
   return r;
 }
 
-// The input offset (elements) that output position p reads through tap t,
-// or -1 where it reads padding.
-int64_t source_offset(const Geometry& g, const Strides5& xs, const int64_t (&p)[3], const int64_t (&t)[3]) {
-  int64_t off = 0;
+// The input offset (elements, negative for flipped layouts) that output
+// position p reads through tap t; false where it reads padding.
+bool source_offset(const Geometry& g, const Strides5& xs, const int64_t (&p)[3], const int64_t (&t)[3],
+                   int64_t& off) {
+  off = 0;
   for (int d = 0; d < conv::kMaxSpatial; ++d) {
     int64_t m = conv::conv_source(g, d, p[d], t[d]);
-    if (m < 0) return -1;
+    if (m < 0) return false;
     off += m * xs.s[d];
   }
-  return off;
+  return true;
 }
 
 // The weight as a row-major [O, taps * Cg] matrix of A (a view when it
@@ -92,9 +93,9 @@ void im2col(const T* x, const Strides5& xs, const Geometry& g, int64_t q, int64_
       for (int64_t t = 0; t < g.taps; ++t) {
         int64_t k[3];
         conv::unravel3(t, g.k, k);
-        int64_t off = source_offset(g, xs, p, k);
+        int64_t off;
         A* dst = row + t * g.Cg;
-        if (off < 0) {
+        if (!source_offset(g, xs, p, k, off)) {
           std::fill(dst, dst + g.Cg, A(0));
         } else if (std::is_same_v<T, A> && xs.c == 1) {
           std::memcpy(dst, base + off, g.Cg * sizeof(A));
@@ -180,8 +181,8 @@ void conv_depthwise(const array& x, const array& w, const Geometry& g, T* out) {
       for (int64_t t = 0; t < g.taps; ++t) {
         int64_t k[3];
         conv::unravel3(t, g.k, k);
-        int64_t off = source_offset(g, xs, p, k);
-        if (off < 0) continue;
+        int64_t off;
+        if (!source_offset(g, xs, p, k, off)) continue;
         const T* src = xp + n * xs.n + off;
         for (int64_t c = 0; c < g.C; ++c) xv[c] = cpu::convert<A>(src[c * xs.c]);
         const A* wrow = wt.data() + t * g.O;

@@ -45,18 +45,18 @@ View5 view5(const array& a) {
   return v;
 }
 
-// The input offset that output position p reads through tap k (in the
-// spatial axes), or -1 for padding.
-__device__ __forceinline__ int64_t source_offset(const Geometry& g, const View5& xs, const int64_t (&p)[3],
-                                                 const int64_t (&k)[3]) {
-  int64_t off = 0;
+// The input offset (in the spatial axes; negative for flipped layouts) that
+// output position p reads through tap k; false where it reads padding.
+__device__ __forceinline__ bool source_offset(const Geometry& g, const View5& xs, const int64_t (&p)[3],
+                                              const int64_t (&k)[3], int64_t& off) {
+  off = 0;
 #pragma unroll
   for (int d = 0; d < conv::kMaxSpatial; ++d) {
     const int64_t m = conv::conv_source(g, d, p[d], k[d]);
-    if (m < 0) return -1;
+    if (m < 0) return false;
     off += m * xs.s[d];
   }
-  return off;
+  return true;
 }
 
 // cols[i] for i over [rows, patch] of group q, rows from r0.
@@ -71,8 +71,9 @@ __global__ void im2col_kernel(const T* __restrict__ x, View5 xs, Geometry g, int
     int64_t p[3], k[3];
     conv::unravel3(r % g.out_points, g.out, p);
     conv::unravel3(j / g.Cg, g.k, k);
-    const int64_t off = source_offset(g, xs, p, k);
-    cols[i] = off < 0 ? convert<T>(0.0f) : x[(r / g.out_points) * xs.n + off + (q * g.Cg + c) * xs.c];
+    int64_t off;
+    cols[i] = source_offset(g, xs, p, k, off) ? x[(r / g.out_points) * xs.n + off + (q * g.Cg + c) * xs.c]
+                                              : convert<T>(0.0f);
   }
 }
 
@@ -91,8 +92,8 @@ __global__ void conv_direct_kernel(const T* __restrict__ x, View5 xs, const T* _
     for (int64_t t = 0; t < g.taps; ++t) {
       int64_t k[3];
       conv::unravel3(t, g.k, k);
-      const int64_t off = source_offset(g, xs, p, k);
-      if (off < 0) continue;
+      int64_t off;
+      if (!source_offset(g, xs, p, k, off)) continue;
       const T* wr = w + o * ws.n + k[0] * ws.s[0] + k[1] * ws.s[1] + k[2] * ws.s[2];
       for (int64_t c = 0; c < g.Cg; ++c) acc += to_compute(xb[off + c * xs.c]) * to_compute(wr[c * ws.c]);
     }
