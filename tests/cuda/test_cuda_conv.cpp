@@ -6,6 +6,7 @@
 // on the GPU in test_cuda_harness.cpp. Skips where no GPU is present.
 #include <gtest/gtest.h>
 
+#include "test_layouts.h"
 #include "test_util.h"
 
 namespace kiln {
