@@ -103,6 +103,15 @@ TEST(Conv, DepthwiseMatchesPerChannelConvolutions) {
   }
 }
 
+TEST(Conv, EmptyBatchOrChannels) {
+  array y = conv2d(zeros({0, 6, 5, 3}), random::normal({4, 3, 3, 3}), {1, 1}, {1, 1});
+  EXPECT_EQ(y.shape(), (Shape{0, 6, 5, 4}));
+  EXPECT_EQ(to_double(y).size(), 0u);
+  // No output channels; no input channels (the sum over them is empty: zeros).
+  EXPECT_EQ(conv1d(random::normal({2, 7, 3}), zeros({0, 3, 3})).shape(), (Shape{2, 5, 0}));
+  EXPECT_TRUE(test::all_close(conv1d(zeros({1, 4, 0}), zeros({2, 3, 0})), {0, 0, 0, 0}, 0));
+}
+
 TEST(Conv, PromotesOperandsToOneDtype) {
   array y = conv1d(random::normal({1, 6, 2}, float16), random::normal({3, 2, 2}, float32));
   EXPECT_EQ(y.dtype(), float32);
