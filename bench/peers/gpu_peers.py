@@ -69,6 +69,12 @@ def set_tf32(on):
         m.fp32_precision = "tf32" if on else "ieee"
     else:
         m.allow_tf32 = on
+    # cuDNN convolutions default to tf32: the float32 conv2d rows must not.
+    c = torch.backends.cudnn
+    if hasattr(c, "conv") and hasattr(c.conv, "fp32_precision"):
+        c.conv.fp32_precision = "tf32" if on else "ieee"
+    else:
+        c.allow_tf32 = on
 
 
 def gelu_two(x, z):
@@ -179,6 +185,15 @@ def drills(quick):
             out.append(("D3", "matmul", dt, [m, k, nn],
                         lambda m=m, k=k, nn=nn, t=t, sets=sets: [[rand([m, k], t), rand([k, nn], t)] for _ in range(sets)],
                         torch.matmul, None, False))
+    # D3 conv2d, a ResNet 3x3 layer: cuDNN on channels-last tensors (the
+    # memory layout of Kiln's [N, H, W, C] operands).
+    cn, chw = (2, 14) if quick else (32, 56)
+    for dt in ("bfloat16", "float32"):
+        t = DTYPES[dt]
+        out.append(("D3", "conv2d_3x3", dt, [cn, chw, chw, 64, 64],
+                    lambda t=t: [rand([cn, chw, chw, 64], t).permute(0, 3, 1, 2),
+                                 rand([64, 3, 3, 64], t).permute(0, 3, 1, 2)],
+                    lambda x, w: torch.nn.functional.conv2d(x, w, padding=1), None, False))
     gemv_shapes = [(512, 512), (512, 1792)] if quick else [(4096, 4096), (4096, 14336), (8192, 8192)]
     for k, nn in gemv_shapes:
         for m in (1, 2, 4, 8):

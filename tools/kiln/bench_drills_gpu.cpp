@@ -326,6 +326,25 @@ void add_gemm(std::vector<GpuDrill>& out, const std::string& label, int64_t m, i
   }});
 }
 
+// D3 conv2d: a ResNet stage's 3x3 convolution, channels last, padding 1
+// (im2col + cuBLASLt, src/backend/cuda/conv.cu).
+void add_conv2d(std::vector<GpuDrill>& out, const std::string& label, bool quick) {
+  const Dtype t = label == "bfloat16" ? bfloat16 : float32;
+  const int n = quick ? 2 : 32, hw = quick ? 14 : 56, ch = 64;
+  const double rows = static_cast<double>(n) * hw * hw, item = static_cast<double>(size_of(t));
+  const double bytes = item * (rows * ch + 9.0 * ch * ch + rows * ch);
+  out.push_back({"D3", "conv2d_3x3", label, {n, hw, hw, ch, ch}, bytes, 2.0 * rows * 9 * ch * ch, [=] {
+    GpuCase c;
+    const int sets = rotation_sets(bytes);
+    for (int i = 0; i < sets; ++i) {
+      c.input_sets.push_back({gpu_random({n, hw, hw, ch}, t, 71 + 2 * i), gpu_random({ch, 3, 3, ch}, t, 72 + 2 * i)});
+    }
+    c.make = [](const std::vector<array>& in) { return conv2d(in[0], in[1], {1, 1}, {1, 1}); };
+    c.tolerance = t == bfloat16 ? 2e-2 : 1e-4;
+    return c;
+  }});
+}
+
 // D5 attention (fast::scaled_dot_product_attention, bf16, head dim 128):
 // prefill h32 s4096, causal and full, FLOPs 4 h s^2 d (the causal one
 // counted as half, as torch and MLX report it); decode with 32 query heads
@@ -369,6 +388,7 @@ void add_attention(std::vector<GpuDrill>& out, bool quick) {
 
 void add_linalg(std::vector<GpuDrill>& out, bool quick) {
   const std::vector<int64_t> squares = quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{1024, 2048, 4096, 8192};
+  for (const char* label : {"bfloat16", "float32"}) add_conv2d(out, label, quick);
   for (const char* label : {"bfloat16", "float16", "float32", "tf32"}) {
     for (int64_t s : squares) add_gemm(out, label, s, s, s);
     for (auto [k, n] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 14336}}) {
