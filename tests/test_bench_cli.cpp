@@ -79,6 +79,11 @@ double expected_bytes(const json& row) {
     return item * (2 * hkv * kv * d + 2 * hq * d);
   }
   if (name == "rope") return 2 * item * product(s);  // [B, heads, positions, head_dim]
+  // conv2d_3x3 [N, H, W, C, O]: the input, the [O, 3, 3, C] weight and the output once.
+  if (name == "conv2d_3x3") {
+    const double pixels = s[0].get<double>() * s[1].get<double>() * s[2].get<double>(), c = s[3], o = s[4];
+    return item * (pixels * c + 9 * o * c + pixels * o);
+  }
   const double a = s[0].get<double>(), b = s[1].get<double>();
   if (name == "row_sum" || name == "row_max") return item * (a * b + a);
   if (name == "col_sum") return item * (a * b + b);
@@ -115,6 +120,7 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add") return product(s);
   if (name == "sgemm" || name == "bf16_gemm") return 2 * product(s);
   if (name == "sgemv" || name == "bf16_gemv") return 2 * product(s);
+  if (name == "conv2d_3x3") return 2 * 9 * product(s);
   // Q K^T and P V: 2 S^2 D flops each per head, the causal half counted.
   if (name == "sdpa_prefill") return 4 * product(s) * s[2].get<double>();
   if (name == "sdpa_prefill_causal") return 2 * product(s) * s[2].get<double>();
@@ -155,7 +161,7 @@ TEST(BenchCli, QuickBenchRunsEveryDrillWithConsistentAccounting) {
       {"transpose", "float32"},     {"broadcast_add", "float32"},
       {"concatenate", "float32"},   {"sgemm", "float32"},
       {"bf16_gemm", "bfloat16"},    {"sgemv", "float32"},
-      {"bf16_gemv", "bfloat16"},
+      {"bf16_gemv", "bfloat16"},    {"conv2d_3x3", "float32"},
   };
   std::set<std::pair<std::string, std::string>> seen;
   std::map<std::string, int> row_sum_shapes;
