@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/primitives.h"
+#include "core/primitives_linalg.h"
 #include "harness/harness.h"
 #include "test_util.h"
 
@@ -39,6 +40,7 @@ void register_all() {
     register_attention();
     register_quant();
     register_quant_blocks();
+    register_linalg();
   });
 }
 
@@ -531,7 +533,7 @@ std::string check_vmap(const Case& c) {
 
 Result run_case(const Case& c, const RunOptions& opts) {
   Result r;
-  const bool gpu = opts.gpu && is_available(Device::gpu);
+  const bool gpu = opts.gpu && c.gpu && is_available(Device::gpu);
   for (Dtype t : c.dtypes) {
     for (Layout layout : test::kLayouts) {
       if (!c.layouts && layout != Layout::kContiguous) continue;
@@ -542,7 +544,7 @@ Result run_case(const Case& c, const RunOptions& opts) {
     }
   }
   if (!opts.cpu) r.cpu = Outcome::kNotRun;
-  if (!opts.transforms) return r;
+  if (!opts.transforms || (!c.gpu && opts.transform_device == Device::gpu)) return r;
   DeviceScope device(opts.transform_device);
   // Derivatives at contiguous inputs and at strided views (the cotangent of
   // a view has the view's logical shape).
@@ -586,6 +588,7 @@ std::vector<std::string> required_primitives() {
 #define KILN_HARNESS_NAME(NAME) out.push_back(#NAME);
   KILN_FOR_EACH_PRIMITIVE(KILN_HARNESS_NAME)
   KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_HARNESS_NAME)
+  KILN_FOR_EACH_LINALG_PRIMITIVE(KILN_HARNESS_NAME)
 #undef KILN_HARNESS_NAME
   std::vector<std::string> expanded;
   for (const auto& n : out) {
