@@ -57,7 +57,7 @@ double eps_of(Dtype t) {
 }
 
 array l2_norm(const array& a, const std::vector<int>& axes, bool keepdims, Stream s) {
-  return sqrt(sum(square(a, s), axes, keepdims, s), s);
+  return sqrt(sum(square(astype(a, at_least_float(a.dtype()), s), s), axes, keepdims, s), s);
 }
 
 array vector_norm(const array& a, double ord, const std::vector<int>& axes, bool keepdims, Stream s) {

@@ -119,7 +119,7 @@ std::vector<array> SVD::vjp(const std::vector<array>& primals, const std::vector
   check_svd_rule(a, compute_uv_);
   int k = std::min(a.shape(-2), a.shape(-1));
   if (!compute_uv_) {
-    auto usv = linalg::svd(a, true);
+    auto usv = linalg::svd(a, true, {});
     auto [u, vt] = thin(usv[0], usv[2], k);
     return {matmul(multiply(u, expand_dims(cot[0], -2)), vt)};
   }
@@ -137,7 +137,7 @@ std::vector<array> SVD::jvp(const std::vector<array>& primals, const std::vector
   const array& a = primals[0];
   check_svd_rule(a, compute_uv_);
   int k = std::min(a.shape(-2), a.shape(-1));
-  auto usv = linalg::svd(a, true);
+  auto usv = linalg::svd(a, true, {});
   auto [u, vt] = thin(usv[0], usv[2], k);
   array dp = matmul(matmul(mT(u), tan[0]), mT(vt));
   array ds = diag_part(dp);
@@ -152,7 +152,7 @@ std::vector<array> SVD::jvp(const std::vector<array>& primals, const std::vector
 std::pair<std::vector<array>, std::vector<int>> SVD::vmap(const std::vector<array>& inputs,
                                                           const std::vector<int>& axes) {
   detail::RuleStreamScope scope(stream());
-  return leading(linalg::svd(detail::batch_first(inputs[0], axes[0]), compute_uv_));
+  return leading(linalg::svd(detail::batch_first(inputs[0], axes[0]), compute_uv_, {}));
 }
 std::vector<Shape> SVD::output_shapes(const std::vector<array>& inputs) {
   const Shape& a = inputs[0].shape();

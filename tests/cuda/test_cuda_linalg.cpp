@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "kiln/einsum.h"
+#include "kiln/linalg.h"
 #include "test_util.h"
 
 namespace kiln {

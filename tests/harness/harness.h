@@ -52,7 +52,6 @@ struct Case {
   double fd_rtol = 1e-5;      // finite-difference tolerance (relative to the scale)
   double rtol_scale = 1.0;    // multiplies the dtype's forward tolerance
   std::string known_failure;  // non-empty: expected to fail, with why (reported, not fatal)
-  bool gpu = true;            // false: the op refuses GPU streams (linalg): no GPU checks
 };
 
 std::vector<Case>& registry();
@@ -71,7 +70,6 @@ void register_fast();       // include/kiln/fast.h
 void register_attention();  // fast::scaled_dot_product_attention
 void register_quant();      // quantize, dequantize, quantized_matmul, gather_qmm
 void register_quant_blocks();  // llama.cpp block formats (cases_quant_blocks.cpp)
-void register_linalg();        // kiln::linalg, einsum, random::multivariate_normal
 // All of the above, once.
 void register_all();
 

@@ -26,6 +26,8 @@ Case& add(Case c) {
   return registry().back();
 }
 
+void register_linalg();  // cases_linalg.cpp (kiln::linalg, einsum, random::multivariate_normal)
+
 void register_all() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -533,7 +535,7 @@ std::string check_vmap(const Case& c) {
 
 Result run_case(const Case& c, const RunOptions& opts) {
   Result r;
-  const bool gpu = opts.gpu && c.gpu && is_available(Device::gpu);
+  const bool gpu = opts.gpu && is_available(Device::gpu);
   for (Dtype t : c.dtypes) {
     for (Layout layout : test::kLayouts) {
       if (!c.layouts && layout != Layout::kContiguous) continue;
@@ -544,7 +546,7 @@ Result run_case(const Case& c, const RunOptions& opts) {
     }
   }
   if (!opts.cpu) r.cpu = Outcome::kNotRun;
-  if (!opts.transforms || (!c.gpu && opts.transform_device == Device::gpu)) return r;
+  if (!opts.transforms) return r;
   DeviceScope device(opts.transform_device);
   // Derivatives at contiguous inputs and at strided views (the cotangent of
   // a view has the view's logical shape).
