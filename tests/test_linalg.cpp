@@ -240,13 +240,13 @@ TEST(Einsum, PathAndErrors) {
 }
 
 TEST(RandomMvn, Moments) {
-  array mean = array({1.0f, -2.0f});
+  array mu = array({1.0f, -2.0f});
   array cov = array({2.0f, 0.6f, 0.6f, 1.0f}, {2, 2});
   const int n = 20000;
-  array x = random::multivariate_normal(mean, cov, {n}, float32, random::key(3));
+  array x = random::multivariate_normal(mu, cov, {n}, float32, random::key(3));
   ASSERT_EQ(x.shape(), (Shape{n, 2}));
   array m = mean(x, 0);
-  EXPECT_LT(max_diff(m, mean), 0.05);
+  EXPECT_LT(max_diff(m, mu), 0.05);
   array centered = subtract(x, m);
   array c = divide(matmul(mT(centered), centered), array(static_cast<float>(n)));
   EXPECT_LT(max_diff(c, cov), 0.06);

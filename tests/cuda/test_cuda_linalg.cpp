@@ -60,16 +60,13 @@ TEST_F(GpuLinalg, EinsumMatchesTheCpu) {
                              : std::string(sub) == "...ij,jk"
                                  ? std::vector<array>{a, b}
                                  : std::vector<array>{a, b, c};
-    array cpu, gpu;
-    {
-      StreamContext ctx(Device::cpu);
-      cpu = einsum(sub, ops);
-    }
-    {
-      StreamContext ctx(Device::gpu);
-      gpu = einsum(sub, ops);
-    }
-    auto x = to_double(cpu), y = to_double(gpu);
+    auto on = [&](Device d) {
+      StreamContext ctx(d);
+      array r = einsum(sub, ops);
+      r.eval();
+      return r;
+    };
+    auto x = to_double(on(Device::cpu)), y = to_double(on(Device::gpu));
     ASSERT_EQ(x.size(), y.size()) << sub;
     for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-4 * (1 + std::fabs(x[i]))) << sub << " " << i;
   }

@@ -10,6 +10,7 @@
 // broadcast rows included, keeps them invertible; the derivative checks
 // then see smooth functions.
 #include <cmath>
+#include <limits>
 
 #include "harness.h"
 #include "kiln/einsum.h"
@@ -220,13 +221,14 @@ void register_linalg() {
      {in({3, 4})}, {0});
   la("linalg::norm", "composite", "(3,4) axis 1 keepdims", [](const Arrays& x) { return Arrays{norm(x[0], 1, true)}; },
      {in({3, 4})}, {0});
-  for (double ord : {1.0, 3.0, 0.5, INFINITY, -INFINITY}) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double ord : {1.0, 3.0, 0.5, inf, -inf}) {
     la("linalg::norm", "composite", "(3,5) vector ord " + std::to_string(ord),
        [ord](const Arrays& x) { return Arrays{norm(x[0], ord, -1)}; }, {in({3, 5}, 0.2, 2.0)}, {0});
   }
   la("linalg::norm", "composite", "(6) ord 0", [](const Arrays& x) { return Arrays{norm(floor(x[0]), 0.0)}; },
      {in({6})}, {});
-  for (double ord : {1.0, -1.0, INFINITY, -INFINITY}) {
+  for (double ord : {1.0, -1.0, inf, -inf}) {
     la("linalg::norm", "composite", "(2,3,4) matrix ord " + std::to_string(ord) + " axes 2,1",
        [ord](const Arrays& x) { return Arrays{norm(x[0], ord, std::vector<int>{2, 1})}; }, {in({2, 3, 4})}, {0});
   }
