@@ -150,12 +150,14 @@ void register_linalg() {
     auto plu = linalg::lu(x[0]);
     return Arrays{plu[1], plu[2]};
   }, {in({4, 4})}, {0});
+  // Equal rows (the broadcast layout) tie the pivots: float32 and float64
+  // may then choose differently, so these return what does not depend on it.
   la("linalg::lu", "LUF", "(2,4,3) L[P] U == A", [](const Arrays& x) {
     auto plu = linalg::lu(x[0]);
     array lp = take_along_axis(plu[1], expand_dims(plu[0], -1), -2);
-    return Arrays{matmul(lp, plu[2]), plu[0]};
-  }, {in({2, 4, 3})}, {});
-  la("linalg::lu_factor", "LUF", "(3,3)", [](const Arrays& x) { return Arrays{linalg::lu_factor(x[0]).first}; },
+    return Arrays{matmul(lp, plu[2])};
+  }, {in({2, 4, 3})}, {}, [](const Arrays& x) { return std::vector<std::vector<double>>{values(x[0])}; });
+  la("linalg::lu_factor", "LUF", "(3,3)", [](const Arrays& x) { return Arrays{linalg::lu_factor(well(x[0])).first}; },
      {in({3, 3})}, {0});
   la("linalg::lu_factor", "LUF", "(3,5) pivots", [](const Arrays& x) {
     auto [lu, piv] = linalg::lu_factor(x[0]);

@@ -39,7 +39,7 @@ struct Lapack<float> {
     return LAPACKE_sorgqr(LAPACK_ROW_MAJOR, m, k, k, a, lda, tau);
   }
   static lapack_int gesdd(char jobz, lapack_int m, lapack_int n, float* a, float* s, float* u, float* vt) {
-    return LAPACKE_sgesdd(LAPACK_ROW_MAJOR, jobz, m, n, a, n, s, u, jobz == 'N' ? 1 : m, vt, jobz == 'N' ? 1 : n);
+    return LAPACKE_sgesdd(LAPACK_ROW_MAJOR, jobz, m, n, a, n, s, u, m, vt, n);
   }
   static lapack_int getrf(lapack_int m, lapack_int n, float* a, lapack_int* ipiv) {
     return LAPACKE_sgetrf(LAPACK_ROW_MAJOR, m, n, a, n, ipiv);
@@ -63,7 +63,7 @@ struct Lapack<double> {
     return LAPACKE_dorgqr(LAPACK_ROW_MAJOR, m, k, k, a, lda, tau);
   }
   static lapack_int gesdd(char jobz, lapack_int m, lapack_int n, double* a, double* s, double* u, double* vt) {
-    return LAPACKE_dgesdd(LAPACK_ROW_MAJOR, jobz, m, n, a, n, s, u, jobz == 'N' ? 1 : m, vt, jobz == 'N' ? 1 : n);
+    return LAPACKE_dgesdd(LAPACK_ROW_MAJOR, jobz, m, n, a, n, s, u, m, vt, n);
   }
   static lapack_int getrf(lapack_int m, lapack_int n, double* a, lapack_int* ipiv) {
     return LAPACKE_dgetrf(LAPACK_ROW_MAJOR, m, n, a, n, ipiv);
