@@ -8,8 +8,6 @@
 #include <cmath>
 #include <limits>
 
-#include "kiln/einsum.h"
-#include "kiln/linalg.h"
 #include "test_util.h"
 
 namespace kiln {

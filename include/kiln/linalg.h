@@ -104,13 +104,3 @@ array det(const array& a, StreamOrDevice s = {});
 std::pair<array, array> slogdet(const array& a, StreamOrDevice s = {});
 
 }  // namespace kiln::linalg
-
-namespace kiln::random {
-// Samples of the normal distribution with mean [..., n] and covariance
-// cov [..., n, n] (symmetric positive semi-definite), of shape
-// broadcast(shape, mean's and cov's batch shapes) + [n], through the SVD of
-// cov (MLX's recipe: a CPU stream, as linalg). dtype float32 or float64
-// (MLX: float32 only).
-kiln::array multivariate_normal(const array& mean, const array& cov, const Shape& shape, Dtype dtype,
-                                const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
-}  // namespace kiln::random

@@ -6,8 +6,6 @@
 
 #include <string>
 
-#include "kiln/einsum.h"
-#include "kiln/linalg.h"
 #include "test_util.h"
 
 namespace kiln {

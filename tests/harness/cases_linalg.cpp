@@ -13,8 +13,6 @@
 #include <limits>
 
 #include "harness.h"
-#include "kiln/einsum.h"
-#include "kiln/linalg.h"
 
 namespace kiln::harness {
 

@@ -26,8 +26,6 @@ Case& add(Case c) {
   return registry().back();
 }
 
-void register_linalg();  // cases_linalg.cpp (kiln::linalg, einsum, random::multivariate_normal)
-
 void register_all() {
   static std::once_flag once;
   std::call_once(once, [] {
