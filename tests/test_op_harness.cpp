@@ -50,9 +50,12 @@ TEST(OpHarness, EveryPublicOpHasACase) {
   std::set<std::string> ops;
   for (const auto& c : registry()) ops.insert(c.op);
   // Not ops on arrays: weak scalars of the C++ operators, and key creation.
-  const std::set<std::string> exempt = {"scalar_like", "as_weak_scalar", "check_scalar_fits", "random::key", "random::seed"};
+  // linalg::eigvals needs complex64 (not in Kiln yet): it only throws.
+  const std::set<std::string> exempt = {"scalar_like", "as_weak_scalar", "check_scalar_fits", "random::key", "random::seed",
+                                        "linalg::eigvals"};
   const std::regex decl(R"(^(?:array|std::vector<array>|void) (\w+)\()");
-  for (const auto& [file, prefix] : {std::pair<std::string, std::string>{"ops.h", ""}, {"random.h", "random::"}}) {
+  for (const auto& [file, prefix] : {std::pair<std::string, std::string>{"ops.h", ""}, {"random.h", "random::"},
+                                     {"linalg.h", "linalg::"}, {"einsum.h", ""}}) {
     std::ifstream in(std::string(KILN_SOURCE_DIR) + "/include/kiln/" + file);
     ASSERT_TRUE(in) << file;
     std::string line;
@@ -65,7 +68,7 @@ TEST(OpHarness, EveryPublicOpHasACase) {
       if (exempt.count(name)) continue;
       EXPECT_TRUE(ops.count(name)) << name << " (" << file << ") has no harness case (register one in tests/harness/)";
     }
-    EXPECT_GT(found, 5) << "no declarations read from " << file;
+    EXPECT_GT(found, file == "einsum.h" ? 0 : 5) << "no declarations read from " << file;
   }
 }
 

@@ -101,5 +101,12 @@ inline array laplace(const Shape& shape, const std::optional<array>& key = std::
 // random permutation of arange(n) (uint32, as MLX).
 array permutation(const array& x, int axis = 0, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 array permutation(int x, const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
+// Samples of the normal distribution with mean [..., n] and covariance
+// cov [..., n, n] (symmetric positive semi-definite), of shape
+// broadcast(shape, mean's and cov's batch shapes) + [n], through the SVD of
+// cov (MLX's recipe; a CPU stream, as kiln::linalg). dtype float32 or
+// float64 (MLX: float32 only).
+array multivariate_normal(const array& mean, const array& cov, const Shape& shape, Dtype dtype,
+                          const std::optional<array>& key = std::nullopt, StreamOrDevice s = {});
 
 }  // namespace kiln::random

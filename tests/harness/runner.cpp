@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/primitives.h"
+#include "core/primitives_linalg.h"
 #include "harness/harness.h"
 #include "test_util.h"
 
@@ -40,6 +41,7 @@ void register_all() {
     register_quant();
     register_quant_blocks();
     register_conv();
+    register_linalg();
   });
 }
 
@@ -587,6 +589,7 @@ std::vector<std::string> required_primitives() {
 #define KILN_HARNESS_NAME(NAME) out.push_back(#NAME);
   KILN_FOR_EACH_PRIMITIVE(KILN_HARNESS_NAME)
   KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_HARNESS_NAME)
+  KILN_FOR_EACH_LINALG_PRIMITIVE(KILN_HARNESS_NAME)
 #undef KILN_HARNESS_NAME
   std::vector<std::string> expanded;
   for (const auto& n : out) {
