@@ -12,7 +12,7 @@ using namespace kiln;        // NOLINT
 using namespace kiln::test;  // NOLINT
 using kiln::array;
 
-const std::vector<Dtype> kAllDtypes = {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64};
+const std::vector<Dtype> kAllDtypes = {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64};
 
 std::vector<double> filled(size_t n, double v) { return std::vector<double>(n, v); }
 
@@ -302,7 +302,7 @@ TEST(CreationTest, SizesAndShape) {
   EXPECT_EQ(a.shape(2), 4);
   EXPECT_EQ(a.shape(-1), 4);
   EXPECT_EQ(a.shape(-3), 2);
-  for (Dtype t : {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64}) {
+  for (Dtype t : {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64}) {
     array x = zeros({5, 7}, t);
     EXPECT_EQ(x.itemsize(), size_of(t));
     EXPECT_EQ(x.nbytes(), 35 * size_of(t));

@@ -11,6 +11,7 @@
 
 #include "core/compiled.h"
 #include "kiln/compile.h"
+#include "kiln/utils.h"
 #include "test_util.h"
 
 namespace {
@@ -19,9 +20,11 @@ using namespace kiln;        // NOLINT
 using namespace kiln::test;  // NOLINT
 using kiln::array;
 
-const std::vector<Dtype> kAllDtypes = {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64};
+// In the order of MLX's promotion table (mlx/dtype.cpp).
+const std::vector<Dtype> kAllDtypes = {bool_, uint8,   uint16,  uint32,  uint64,  int8,    int16,
+                                       int32, int64,   float16, float32, float64, bfloat16};
 
-bool is_unsigned_int(Dtype t) { return t == uint8 || t == uint32; }
+bool is_unsigned_int(Dtype t) { return t == uint8 || t == uint16 || t == uint32 || t == uint64; }
 
 // Reads an array through its typed data pointer and strides (no astype), so
 // that astype can be checked independently of itself.
@@ -49,8 +52,11 @@ std::vector<double> read_typed(const array& a) {
   switch (a.dtype()) {
     case Dtype::bool_: return read_impl<bool>(a);
     case Dtype::uint8: return read_impl<uint8_t>(a);
+    case Dtype::uint16: return read_impl<uint16_t>(a);
     case Dtype::uint32: return read_impl<uint32_t>(a);
+    case Dtype::uint64: return read_impl<uint64_t>(a);
     case Dtype::int8: return read_impl<int8_t>(a);
+    case Dtype::int16: return read_impl<int16_t>(a);
     case Dtype::int32: return read_impl<int32_t>(a);
     case Dtype::int64: return read_impl<int64_t>(a);
     case Dtype::float16: return read_impl<float16_t>(a);
@@ -102,8 +108,11 @@ double cast_ref(double v, Dtype t) {
   switch (t) {
     case Dtype::bool_: return v != 0.0 ? 1.0 : 0.0;
     case Dtype::uint8:
+    case Dtype::uint16:
     case Dtype::uint32:
+    case Dtype::uint64:
     case Dtype::int8:
+    case Dtype::int16:
     case Dtype::int32:
     case Dtype::int64: return std::trunc(v);
     case Dtype::float16: return f16_ref(v);
@@ -128,23 +137,26 @@ uint32_t float_to_bits(float f) {
 // ---------------------------------------------------------------- promotion
 
 TEST(DtypeTest, PromotionTable) {
-  const Dtype b = bool_, u8 = uint8, u32 = uint32, i8 = int8, i32 = int32, i64 = int64, f16 = float16,
-              bf = bfloat16, f32 = float32, f64 = float64;
-  // Rows and columns in the order of kAllDtypes.
-  const Dtype table[10][10] = {
-      /* bool    */ {b, u8, u32, i8, i32, i64, f16, bf, f32, f64},
-      /* uint8   */ {u8, u8, u32, i32, i32, i64, f16, bf, f32, f64},
-      /* uint32  */ {u32, u32, u32, i64, i64, i64, f16, bf, f32, f64},
-      /* int8    */ {i8, i32, i64, i8, i32, i64, f16, bf, f32, f64},
-      /* int32   */ {i32, i32, i64, i32, i32, i64, f16, bf, f32, f64},
-      /* int64   */ {i64, i64, i64, i64, i64, i64, f16, bf, f32, f64},
-      /* float16 */ {f16, f16, f16, f16, f16, f16, f16, f32, f32, f64},
-      /* bf16    */ {bf, bf, bf, bf, bf, bf, f32, bf, f32, f64},
-      /* float32 */ {f32, f32, f32, f32, f32, f32, f32, f32, f32, f64},
-      /* float64 */ {f64, f64, f64, f64, f64, f64, f64, f64, f64, f64},
+  const Dtype b = bool_, u8 = uint8, u16 = uint16, u32 = uint32, u64 = uint64, i8 = int8, i16 = int16, i32 = int32,
+              i64 = int64, f16 = float16, f32 = float32, f64 = float64, bf = bfloat16;
+  // MLX's table; rows and columns in the order of kAllDtypes.
+  const Dtype table[13][13] = {
+      /* bool    */ {b, u8, u16, u32, u64, i8, i16, i32, i64, f16, f32, f64, bf},
+      /* uint8   */ {u8, u8, u16, u32, u64, i16, i16, i32, i64, f16, f32, f64, bf},
+      /* uint16  */ {u16, u16, u16, u32, u64, i32, i32, i32, i64, f16, f32, f64, bf},
+      /* uint32  */ {u32, u32, u32, u32, u64, i64, i64, i64, i64, f16, f32, f64, bf},
+      /* uint64  */ {u64, u64, u64, u64, u64, f32, f32, f32, f32, f16, f32, f64, bf},
+      /* int8    */ {i8, i16, i32, i64, f32, i8, i16, i32, i64, f16, f32, f64, bf},
+      /* int16   */ {i16, i16, i32, i64, f32, i16, i16, i32, i64, f16, f32, f64, bf},
+      /* int32   */ {i32, i32, i32, i64, f32, i32, i32, i32, i64, f16, f32, f64, bf},
+      /* int64   */ {i64, i64, i64, i64, f32, i64, i64, i64, i64, f16, f32, f64, bf},
+      /* float16 */ {f16, f16, f16, f16, f16, f16, f16, f16, f16, f16, f32, f64, f32},
+      /* float32 */ {f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f32, f64, f32},
+      /* float64 */ {f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64, f64},
+      /* bf16    */ {bf, bf, bf, bf, bf, bf, bf, bf, bf, f32, f32, f64, bf},
   };
-  for (int i = 0; i < 10; ++i) {
-    for (int j = 0; j < 10; ++j) {
+  for (int i = 0; i < 13; ++i) {
+    for (int j = 0; j < 13; ++j) {
       Dtype a = kAllDtypes[i], c = kAllDtypes[j];
       EXPECT_EQ(promote_types(a, c), table[i][j])
           << dtype_name(a) << " + " << dtype_name(c) << " gave " << dtype_name(promote_types(a, c))
@@ -166,17 +178,17 @@ TEST(DtypeTest, PromotionThroughBinaryOps) {
 }
 
 TEST(DtypeTest, SizeOfAndNames) {
-  const size_t sizes[10] = {1, 1, 4, 1, 4, 8, 2, 2, 4, 8};
-  const char* names[10] = {"bool", "uint8", "uint32", "int8", "int32", "int64",
-                           "float16", "bfloat16", "float32", "float64"};
-  for (int i = 0; i < 10; ++i) {
+  const size_t sizes[13] = {1, 1, 2, 4, 8, 1, 2, 4, 8, 2, 4, 8, 2};
+  const char* names[13] = {"bool",  "uint8", "uint16",  "uint32",  "uint64",  "int8",    "int16",
+                           "int32", "int64", "float16", "float32", "float64", "bfloat16"};
+  for (int i = 0; i < 13; ++i) {
     Dtype t = kAllDtypes[i];
     EXPECT_EQ(size_of(t), sizes[i]) << dtype_name(t);
     EXPECT_STREQ(dtype_name(t), names[i]);
   }
   // All names are distinct.
-  for (int i = 0; i < 10; ++i)
-    for (int j = i + 1; j < 10; ++j) EXPECT_STRNE(dtype_name(kAllDtypes[i]), dtype_name(kAllDtypes[j]));
+  for (int i = 0; i < 13; ++i)
+    for (int j = i + 1; j < 13; ++j) EXPECT_STRNE(dtype_name(kAllDtypes[i]), dtype_name(kAllDtypes[j]));
 }
 
 TEST(DtypeTest, Categories) {
@@ -188,8 +200,14 @@ TEST(DtypeTest, Categories) {
   EXPECT_TRUE(is_signed(int8));
   EXPECT_TRUE(is_signed(int32));
   EXPECT_TRUE(is_signed(int64));
+  EXPECT_TRUE(is_signed(int16));
   EXPECT_FALSE(is_signed(uint8));
+  EXPECT_FALSE(is_signed(uint16));
   EXPECT_FALSE(is_signed(uint32));
+  EXPECT_FALSE(is_signed(uint64));
+  EXPECT_EQ(dtype_of<int16_t>, int16);
+  EXPECT_EQ(dtype_of<uint16_t>, uint16);
+  EXPECT_EQ(dtype_of<uint64_t>, uint64);
   EXPECT_EQ(dtype_of<float16_t>, float16);
   EXPECT_EQ(dtype_of<bfloat16_t>, bfloat16);
   EXPECT_EQ(dtype_of<int64_t>, int64);
@@ -631,19 +649,23 @@ TEST(DtypeTest, AstypeToHalfRoundsOnce) {
     std::vector<int32_t> i32(n);
     std::vector<uint32_t> u32(n);
     std::vector<int64_t> i64(n);
-    std::vector<double> w32(n), wu32(n), w64(n);
+    std::vector<uint64_t> u64(n);
+    std::vector<double> w32(n), wu32(n), w64(n), wu64(n);
     for (int i = 0; i < n; ++i) {
       i32[i] = static_cast<int32_t>(gen() >> (32 + gen() % 32));
       u32[i] = static_cast<uint32_t>(gen() >> (32 + gen() % 32));
       i64[i] = static_cast<int64_t>(gen() >> (gen() % 64));
+      u64[i] = gen() >> (gen() % 64);
       if (i % 3 == 0) i32[i] = -i32[i], i64[i] = -i64[i];
       w32[i] = round_on_integers(int64_t{i32[i]}, p, to == float16 ? -14 : -126, to == float16 ? 15 : 127);
       wu32[i] = round_on_integers(int64_t{u32[i]}, p, to == float16 ? -14 : -126, to == float16 ? 15 : 127);
       w64[i] = round_on_integers(i64[i], p, to == float16 ? -14 : -126, to == float16 ? 15 : 127);
+      wu64[i] = round_on_integers(u64[i], 0, false, p, to == float16 ? -14 : -126, to == float16 ? 15 : 127);
     }
     expect_exact(cast_unfused_and_fused(array(i32, {n}), to), w32, "int32");
     expect_exact(cast_unfused_and_fused(array(u32, {n}), to), wu32, "uint32");
     expect_exact(cast_unfused_and_fused(array(i64, {n}), to), w64, "int64");
+    expect_exact(cast_unfused_and_fused(array(u64, {n}), to), wu64, "uint64");
   }
   EXPECT_EQ(astype(array(INT64_MIN), bfloat16).item<float>(), -std::ldexp(1.0f, 63));
   EXPECT_EQ(astype(array(INT64_MAX), float16).item<float>(), INFINITY);
@@ -651,6 +673,113 @@ TEST(DtypeTest, AstypeToHalfRoundsOnce) {
   EXPECT_EQ(astype(array(-1e-300), float16).item<float>(), 0.0f);
   EXPECT_TRUE(std::signbit(astype(array(-1e-300), bfloat16).item<float>()));
   EXPECT_TRUE(std::isnan(astype(array(std::nan("")), float16).item<float>()));
+}
+
+// ------------------------------------------- int16, uint16, uint64
+
+TEST(DtypeTest, SixteenBitIntegersWrapAndSaturate) {
+  array i16 = array(std::vector<int16_t>{300, -300, 32767, -32768}, {4});
+  EXPECT_EQ((i16 * i16).dtype(), int16);
+  // 90000 mod 2^16 = 24464; 32767 * 32767 = 1 mod 2^16; (-32768)^2 = 0.
+  EXPECT_TRUE(all_close(read_typed(i16 * i16), {24464, 24464, 1, 0}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(i16 + array(int16_t{1})), {301, -299, -32768, -32767}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(-i16), {-300, 300, -32767, -32768}, 0.0));
+  array u16 = array(std::vector<uint16_t>{65535, 256, 3}, {3});
+  EXPECT_TRUE(all_close(read_typed(u16 * u16), {1, 0, 9}, 0.0));  // no signed-int overflow on the way
+  EXPECT_TRUE(all_close(read_typed(power(u16, array(uint16_t{3}))), {65535, 0, 27}, 0.0));
+  EXPECT_TRUE(test::throws_error([&] { power(i16, array(std::vector<int16_t>{2, -1, 2, 2}, {4})).eval(); },
+                                 {"power", "negative integer powers"}));
+  EXPECT_TRUE(all_close(read_typed(cumprod(u16)), {65535, 65280, 64768}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(matmul(reshape(u16, {1, 3}), reshape(u16, {3, 1}))), {10}, 0.0));
+  // float -> 16-bit integers truncate and saturate.
+  array f = array({-1e6f, -2.7f, 2.7f, 40000.5f, 1e6f});
+  EXPECT_TRUE(all_close(read_typed(astype(f, int16)), {-32768, -2, 2, 32767, 32767}, 0.0));
+  EXPECT_TRUE(all_close(read_typed(astype(f, uint16)), {0, 0, 2, 40000, 65535}, 0.0));
+  // sum and prod widen them to 32 bits, as MLX does; uint64 stays.
+  EXPECT_EQ(sum(i16).dtype(), int32);
+  EXPECT_EQ(sum(i16).item<int32_t>(), -1);
+  EXPECT_EQ(sum(u16).dtype(), uint32);
+  EXPECT_EQ(sum(u16).item<uint32_t>(), 65794u);
+  EXPECT_EQ(prod(u16).dtype(), uint32);
+  EXPECT_EQ(sum(astype(u16, uint64)).dtype(), uint64);
+  EXPECT_EQ(max(i16).item<int16_t>(), 32767);
+  EXPECT_EQ(argmin(i16).item<uint32_t>(), 3u);
+}
+
+TEST(DtypeTest, Uint64KeepsAll64Bits) {
+  const uint64_t big = (uint64_t{1} << 63) + 12345;
+  array u = array({big, ~uint64_t{0}, uint64_t{7}});
+  EXPECT_EQ(u.dtype(), uint64);
+  u.eval();
+  EXPECT_EQ(u.data<uint64_t>()[0], big);
+  array s = add(u, array(uint64_t{1}));
+  s.eval();
+  EXPECT_EQ(s.data<uint64_t>()[0], big + 1);
+  EXPECT_EQ(s.data<uint64_t>()[1], 0u);  // wraps
+  EXPECT_TRUE(all_close(read_typed(u > array(uint64_t{1} << 63)), {1, 1, 0}, 0.0));
+  EXPECT_EQ(max(u).item<uint64_t>(), ~uint64_t{0});
+  EXPECT_EQ(argmax(u).item<uint32_t>(), 1u);
+  array sorted = sort(u);
+  sorted.eval();
+  EXPECT_EQ(sorted.data<uint64_t>()[0], 7u);
+  EXPECT_EQ(sorted.data<uint64_t>()[2], ~uint64_t{0});
+  // To floats with one rounding; from floats saturating.
+  EXPECT_EQ(astype(array(~uint64_t{0}), float32).item<float>(), std::ldexp(1.0f, 64));
+  EXPECT_EQ(astype(array(~uint64_t{0}), float16).item<float>(), INFINITY);
+  EXPECT_EQ(astype(array(-5.0f), uint64).item<uint64_t>(), 0u);
+  EXPECT_EQ(astype(array(1e30f), uint64).item<uint64_t>(), ~uint64_t{0});
+  EXPECT_EQ(astype(array(int64_t{-1}), uint64).item<uint64_t>(), ~uint64_t{0});  // integer casts wrap
+  // MLX's rule: uint64 with a signed integer has no common integer type.
+  EXPECT_EQ((u + array(int8_t{1})).dtype(), float32);
+  // A uint64 index past INT64_MAX is out of range, not a negative index.
+  EXPECT_TRUE(test::throws_error([&] { take(arange(4), array({~uint64_t{0}}), 0).eval(); }, {"take"}));
+  EXPECT_EQ(take(arange(4), array({uint64_t{3}}), 0).item<int32_t>(), 3);
+}
+
+TEST(DtypeTest, WeakScalarsWithNewIntegers) {
+  array i16 = array(std::vector<int16_t>{1, 2}, {2});
+  EXPECT_EQ((i16 + 1).dtype(), int16);
+  EXPECT_EQ((i16 * 2.5f).dtype(), float32);
+  EXPECT_TRUE(test::throws_error([&] { (i16 + 40000).eval(); }, {"40000", "int16"}));
+  array u16 = astype(i16, uint16);
+  EXPECT_EQ((u16 + 65000).dtype(), uint16);
+  EXPECT_TRUE(test::throws_error([&] { (u16 + 70000).eval(); }, {"70000", "uint16"}));
+  EXPECT_TRUE(test::throws_error([&] { (u16 - (-1)).eval(); }, {"-1", "uint16"}));
+  array u64 = astype(i16, uint64);
+  array big = u64 + ~uint64_t{0};  // above INT64_MAX: still exact
+  EXPECT_EQ(big.dtype(), uint64);
+  big.eval();
+  EXPECT_EQ(big.data<uint64_t>()[0], 0u);
+  EXPECT_EQ(big.data<uint64_t>()[1], 1u);
+  EXPECT_TRUE(test::throws_error([&] { (u64 + (-3)).eval(); }, {"-3", "uint64"}));
+  // A float scalar next to an integer array of any width gives float32.
+  EXPECT_EQ((u64 * 0.5).dtype(), float32);
+}
+
+TEST(DtypeTest, FinfoIinfoAndResultType) {
+  EXPECT_EQ(iinfo(int16).min, -32768);
+  EXPECT_EQ(iinfo(int16).max, 32767u);
+  EXPECT_EQ(iinfo(uint16).max, 65535u);
+  EXPECT_EQ(iinfo(uint64).min, 0);
+  EXPECT_EQ(iinfo(uint64).max, ~uint64_t{0});
+  EXPECT_EQ(iinfo(int64).min, INT64_MIN);
+  EXPECT_EQ(iinfo(uint8).dtype, uint8);
+  EXPECT_TRUE(test::throws_error([] { (void)iinfo(float32); }, {"iinfo", "float32"}));
+  EXPECT_TRUE(test::throws_error([] { (void)iinfo(bool_); }, {"iinfo", "bool"}));
+  EXPECT_EQ(finfo(float16).max, 65504.0);
+  EXPECT_EQ(finfo(float16).min, -65504.0);
+  EXPECT_EQ(finfo(float16).eps, std::ldexp(1.0, -10));
+  EXPECT_EQ(finfo(float16).bits, 16);
+  EXPECT_EQ(finfo(bfloat16).eps, std::ldexp(1.0, -7));
+  EXPECT_EQ(finfo(bfloat16).max, static_cast<double>(bfloat16_t::to_float(0x7f7f)));
+  EXPECT_EQ(finfo(float32).max, static_cast<double>(FLT_MAX));
+  EXPECT_EQ(finfo(float32).smallest_normal, static_cast<double>(FLT_MIN));
+  EXPECT_EQ(finfo(float64).eps, DBL_EPSILON);
+  EXPECT_TRUE(test::throws_error([] { (void)finfo(int16); }, {"finfo", "int16"}));
+  array a = zeros({2}, uint8), b = zeros({2}, int8), c = zeros({2}, uint64);
+  EXPECT_EQ(result_type(a, b), int16);
+  EXPECT_EQ(result_type(a, b, c), float32);
+  EXPECT_EQ(result_type({a, a, zeros({1}, uint16)}), uint16);
 }
 
 }  // namespace

@@ -481,7 +481,8 @@ TEST(NN, SaveAndLoadWeights) {
 
 TEST(NN, SafetensorsRoundTripEveryDtypeAndRejectBadFiles) {
   std::unordered_map<std::string, array> arrays;
-  for (Dtype t : {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64}) {
+  for (Dtype t : {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32,
+                  float64}) {
     arrays.insert_or_assign(dtype_name(t), transpose(random_array({3, 5}, t, -20, 20)));
   }
   arrays.insert_or_assign("scalar", array(2.5f));

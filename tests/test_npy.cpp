@@ -39,7 +39,8 @@ void expect_equal_arrays(const array& a, const array& b) {
 
 TEST(Npy, RoundTripsEveryDtypeAndShape) {
   std::string dir = temp_dir();
-  for (Dtype t : {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64}) {
+  for (Dtype t : {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32,
+                  float64}) {
     for (Shape shape : {Shape{}, Shape{0}, Shape{7}, Shape{3, 5}, Shape{2, 3, 4}}) {
       array a = astype(random::uniform(-50.0, 50.0, shape, float32), t);
       std::string f = dir + "/a_" + dtype_name(t) + std::to_string(shape.size());
@@ -101,6 +102,9 @@ TEST(Npy, NumpyReadsWhatKilnWrites) {
   save(dir + "/k_bool.npy", arange(6, int32) > array(2));
   save(dir + "/k_f16.npy", astype(arange(10.0, float32), float16));
   savez(dir + "/k.npz", {{"a", arange(5, int32)}, {"b", ones({2, 2}, float64)}});
+  save(dir + "/k_i16.npy", astype(arange(-3, 4), int16) * array(int16_t{1000}));
+  save(dir + "/k_u16.npy", astype(arange(4), uint16) * array(uint16_t{20000}));
+  save(dir + "/k_u64.npy", array({uint64_t{0}, uint64_t{1} << 63, ~uint64_t{0}}));
   std::string script = "import numpy as np\nd = '" + dir + "'\n" + R"(
 a = np.load(d + '/k_f32.npy'); assert a.dtype == np.float32 and a.shape == (2, 3, 4)
 assert (a == np.arange(24, dtype=np.float32).reshape(2, 3, 4) * 0.5).all()
@@ -108,6 +112,9 @@ b = np.load(d + '/k_i64.npy'); assert b.dtype == np.int64 and (b == np.arange(-3
 c = np.load(d + '/k_bool.npy'); assert c.dtype == np.bool_ and (c == (np.arange(6) > 2)).all()
 e = np.load(d + '/k_f16.npy'); assert e.dtype == np.float16 and (e == np.arange(10)).all()
 z = np.load(d + '/k.npz'); assert (z['a'] == np.arange(5)).all() and (z['b'] == 1).all()
+f = np.load(d + '/k_i16.npy'); assert f.dtype == np.int16 and (f == np.arange(-3, 4) * 1000).all()
+g = np.load(d + '/k_u16.npy'); assert g.dtype == np.uint16 and (g == np.arange(4) * 20000).all()
+h = np.load(d + '/k_u64.npy'); assert h.dtype == np.uint64 and h.tolist() == [0, 2**63, 2**64 - 1]
 )";
   EXPECT_EQ(run_python(script), 0);
 }
@@ -123,6 +130,9 @@ np.save(d + '/n_big.npy', x.astype('>f4'))
 np.save(d + '/n_i8.npy', np.arange(-5, 5, dtype=np.int8))
 np.save(d + '/n_u32.npy', np.arange(7, dtype=np.uint32) * 1000000)
 np.save(d + '/n_scalar.npy', np.float64(2.5))
+np.save(d + '/n_i16.npy', np.arange(-5, 5, dtype=np.int16) * 3000)
+np.save(d + '/n_u16.npy', np.arange(5, dtype=np.uint16) * 16000)
+np.save(d + '/n_u64.npy', np.array([0, 2**63 + 1, 2**64 - 1], dtype='>u8'))
 np.savez(d + '/n.npz', x=x, y=np.arange(3))
 np.savez_compressed(d + '/n_c.npz', x=x, big=np.zeros(100000, dtype=np.float32))
 )";
@@ -134,6 +144,9 @@ np.savez_compressed(d + '/n_c.npz', x=x, big=np.zeros(100000, dtype=np.float32))
   expect_equal_arrays(load(dir + "/n_i8.npy"), astype(arange(-5, 5), int8));
   expect_equal_arrays(load(dir + "/n_u32.npy"), astype(arange(7), uint32) * array(1000000u));
   expect_equal_arrays(load(dir + "/n_scalar.npy"), array(2.5));
+  expect_equal_arrays(load(dir + "/n_i16.npy"), astype(arange(-5, 5), int16) * array(int16_t{3000}));
+  expect_equal_arrays(load(dir + "/n_u16.npy"), astype(arange(5), uint16) * array(uint16_t{16000}));
+  expect_equal_arrays(load(dir + "/n_u64.npy"), array({uint64_t{0}, (uint64_t{1} << 63) + 1, ~uint64_t{0}}));
   auto z = load_npz(dir + "/n.npz");
   expect_equal_arrays(z.at("x"), x);
   expect_equal_arrays(z.at("y"), arange(3, int64));

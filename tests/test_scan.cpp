@@ -97,7 +97,7 @@ TEST(Scan, Dtypes) {
       check(k, x, 0, true, false, test::tolerance(t) * 2);
     }
   }
-  for (Dtype t : {uint8, uint32, int8, int32, int64}) {
+  for (Dtype t : {uint8, uint16, uint32, uint64, int8, int16, int32, int64}) {
     array x = test::random_array({4, 6}, t, 0, 3);  // products stay below 2^6
     for (int i = 0; i < 4; ++i) check(kKinds[i], x, 1, i % 2 == 1, true, 0.0);
     EXPECT_EQ(cumsum(x).dtype(), t);  // kept, as MLX

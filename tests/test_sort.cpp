@@ -71,12 +71,12 @@ array tied(const Shape& shape, Dtype t) {
     f = where(u < 0.125, array(kNaN), where(u < 0.1875, array(-0.0), f / 2.0));
   }
   if (t == bool_) f = f > 0.0;
-  if (t == uint8 || t == uint32) f = abs(f);
+  if (is_integral(t) && !is_signed(t)) f = abs(f);
   return astype(f, t);
 }
 
 TEST(Sort, EveryDtypeWithTiesAndNaNs) {
-  for (Dtype t : {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64}) {
+  for (Dtype t : {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64}) {
     check_sort(tied({5, 37}, t), 1);
     check_sort(tied({5, 37}, t), 0);
   }

@@ -10,8 +10,11 @@ namespace kiln {
 enum class Dtype : uint8_t {
   bool_,
   uint8,
+  uint16,
   uint32,
+  uint64,
   int8,
+  int16,
   int32,
   int64,
   float16,
@@ -22,8 +25,11 @@ enum class Dtype : uint8_t {
 
 inline constexpr Dtype bool_ = Dtype::bool_;
 inline constexpr Dtype uint8 = Dtype::uint8;
+inline constexpr Dtype uint16 = Dtype::uint16;
 inline constexpr Dtype uint32 = Dtype::uint32;
+inline constexpr Dtype uint64 = Dtype::uint64;
 inline constexpr Dtype int8 = Dtype::int8;
+inline constexpr Dtype int16 = Dtype::int16;
 inline constexpr Dtype int32 = Dtype::int32;
 inline constexpr Dtype int64 = Dtype::int64;
 inline constexpr Dtype float16 = Dtype::float16;
@@ -31,7 +37,7 @@ inline constexpr Dtype bfloat16 = Dtype::bfloat16;
 inline constexpr Dtype float32 = Dtype::float32;
 inline constexpr Dtype float64 = Dtype::float64;
 
-inline constexpr int kNumDtypes = 10;
+inline constexpr int kNumDtypes = 13;
 
 // IEEE binary16 storage. Arithmetic happens in float.
 struct float16_t {
@@ -153,8 +159,9 @@ const char* dtype_name(Dtype t);  // "float32", "bfloat16", ...
 bool is_floating_point(Dtype t);  // float16, bfloat16, float32, float64
 bool is_integral(Dtype t);        // every integer type and bool
 bool is_signed(Dtype t);
-// numpy-style promotion: bool < integers < floats; mixing signed and
-// unsigned integers gives the smallest signed type that holds both; any
+// MLX's promotion table (JAX's rules): bool < integers < floats; mixing
+// signed and unsigned integers gives the smallest signed type that holds
+// both, except uint64 with a signed integer, which gives float32; any
 // integer with a float gives that float; float16 with bfloat16 gives float32.
 Dtype promote_types(Dtype a, Dtype b);
 
@@ -162,8 +169,11 @@ template <typename T>
 struct DtypeOf;
 template <> struct DtypeOf<bool> { static constexpr Dtype value = bool_; };
 template <> struct DtypeOf<uint8_t> { static constexpr Dtype value = uint8; };
+template <> struct DtypeOf<uint16_t> { static constexpr Dtype value = uint16; };
 template <> struct DtypeOf<uint32_t> { static constexpr Dtype value = uint32; };
+template <> struct DtypeOf<uint64_t> { static constexpr Dtype value = uint64; };
 template <> struct DtypeOf<int8_t> { static constexpr Dtype value = int8; };
+template <> struct DtypeOf<int16_t> { static constexpr Dtype value = int16; };
 template <> struct DtypeOf<int32_t> { static constexpr Dtype value = int32; };
 template <> struct DtypeOf<int64_t> { static constexpr Dtype value = int64; };
 template <> struct DtypeOf<float16_t> { static constexpr Dtype value = float16; };

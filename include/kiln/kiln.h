@@ -13,4 +13,5 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/transforms.h"
+#include "kiln/utils.h"
 #include "kiln/version.h"

@@ -540,6 +540,7 @@ array as_weak_scalar(T value, const array& like, const char* op = "scalar") {
     bool beyond = std::is_unsigned_v<T> && static_cast<uint64_t>(value) > static_cast<uint64_t>(INT64_MAX);
     check_scalar_fits(static_cast<int64_t>(value), beyond, t, op);
     if (!beyond) return array(static_cast<int64_t>(value), t);  // exact, even above 2^53
+    if (t == uint64) return array(static_cast<uint64_t>(value), t);
   }
   return array(static_cast<double>(value), t);
 }

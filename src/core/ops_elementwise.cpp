@@ -75,6 +75,7 @@ void check_integer_exponent(const array& a, const array& b, Dtype t) {
   if (!is_integral(t) || !is_signed(t) || b.desc()->get_status() != Status::available) return;
   std::optional<int64_t> neg;
   if (b.dtype() == int8) neg = first_negative<int8_t>(b);
+  if (b.dtype() == int16) neg = first_negative<int16_t>(b);
   if (b.dtype() == int32) neg = first_negative<int32_t>(b);
   if (b.dtype() == int64) neg = first_negative<int64_t>(b);
   if (neg) {
@@ -225,9 +226,14 @@ void check_scalar_fits(int64_t value, bool beyond_int64, Dtype dtype, const char
   switch (dtype) {
     case int8: lo = INT8_MIN, hi = INT8_MAX; break;
     case uint8: lo = 0, hi = UINT8_MAX; break;
+    case int16: lo = INT16_MIN, hi = INT16_MAX; break;
+    case uint16: lo = 0, hi = UINT16_MAX; break;
     case int32: lo = INT32_MIN, hi = INT32_MAX; break;
     case uint32: lo = 0, hi = UINT32_MAX; break;
     case int64: lo = INT64_MIN, hi = INT64_MAX; break;
+    case uint64:  // every value above INT64_MAX fits too
+      if (beyond_int64 || value >= 0) return;
+      break;
     default: return;  // bool and the floats
   }
   if (!beyond_int64 && value >= lo && value <= hi) return;

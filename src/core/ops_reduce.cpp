@@ -51,8 +51,8 @@ Dtype reduce_dtype(ReduceOp op, Dtype in) {
   // MLX's rule: integers of up to 32 bits accumulate in 32 bits of their
   // signedness (bool counts as signed); 64-bit ones stay.
   if (op == ReduceOp::sum || op == ReduceOp::prod) {
-    if (in == bool_ || in == int8) return int32;
-    if (in == uint8) return uint32;
+    if (in == bool_ || in == int8 || in == int16) return int32;
+    if (in == uint8 || in == uint16) return uint32;
   }
   return in;
 }

@@ -14,8 +14,11 @@ inline const void* raw_bytes(const array& a) {
   switch (a.dtype()) {
     case bool_: return a.data<bool>();
     case uint8: return a.data<uint8_t>();
+    case uint16: return a.data<uint16_t>();
     case uint32: return a.data<uint32_t>();
+    case uint64: return a.data<uint64_t>();
     case int8: return a.data<int8_t>();
+    case int16: return a.data<int16_t>();
     case int32: return a.data<int32_t>();
     case int64: return a.data<int64_t>();
     case float16: return a.data<float16_t>();
@@ -38,8 +41,11 @@ inline array make_array(const char* bytes, size_t n, const Shape& shape, Dtype d
     // std::vector<bool> is packed: bytes go through uint8 and convert.
     case bool_: return array_from_bytes<uint8_t>(bytes, n, shape, bool_);
     case uint8: return array_from_bytes<uint8_t>(bytes, n, shape, dtype);
+    case uint16: return array_from_bytes<uint16_t>(bytes, n, shape, dtype);
     case uint32: return array_from_bytes<uint32_t>(bytes, n, shape, dtype);
+    case uint64: return array_from_bytes<uint64_t>(bytes, n, shape, dtype);
     case int8: return array_from_bytes<int8_t>(bytes, n, shape, dtype);
+    case int16: return array_from_bytes<int16_t>(bytes, n, shape, dtype);
     case int32: return array_from_bytes<int32_t>(bytes, n, shape, dtype);
     case int64: return array_from_bytes<int64_t>(bytes, n, shape, dtype);
     case float16: return array_from_bytes<float16_t>(bytes, n, shape, dtype);

@@ -36,7 +36,10 @@ std::string descr_of(Dtype t) {
     case bool_: return "|b1";
     case uint8: return "|u1";
     case int8: return "|i1";
+    case uint16: return "<u2";
+    case int16: return "<i2";
     case uint32: return "<u4";
+    case uint64: return "<u8";
     case int32: return "<i4";
     case int64: return "<i8";
     case float16: return "<f2";
@@ -90,8 +93,9 @@ NpyHeader parse_header(const std::string& h, const std::string& file) {
   char order = d[0];
   std::string kind = d.substr(1);
   static const std::map<std::string, Dtype> kinds = {
-      {"b1", bool_}, {"u1", uint8},   {"i1", int8},    {"u4", uint32},  {"i4", int32},
-      {"i8", int64}, {"f2", float16}, {"V2", bfloat16}, {"f4", float32}, {"f8", float64}};
+      {"b1", bool_},  {"u1", uint8},  {"i1", int8},    {"u2", uint16},  {"i2", int16},   {"u4", uint32},
+      {"i4", int32},  {"u8", uint64}, {"i8", int64},   {"f2", float16}, {"V2", bfloat16}, {"f4", float32},
+      {"f8", float64}};
   auto it = kinds.find(kind);
   if (it == kinds.end()) bad("dtype '" + d + "' has no Kiln equivalent", file);
   out.dtype = it->second;

@@ -19,8 +19,11 @@ const char* safetensors_dtype(Dtype t) {
   switch (t) {
     case bool_: return "BOOL";
     case uint8: return "U8";
+    case uint16: return "U16";
     case uint32: return "U32";
+    case uint64: return "U64";
     case int8: return "I8";
+    case int16: return "I16";
     case int32: return "I32";
     case int64: return "I64";
     case float16: return "F16";

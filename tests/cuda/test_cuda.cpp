@@ -81,7 +81,7 @@ double tol_for(Dtype t) {
 }
 
 const Dtype kFloat[] = {float32, bfloat16, float16, float64};
-const Dtype kAll[] = {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64};
+const Dtype kAll[] = {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32, float64};
 
 // Layout variants of one logical [rows, cols] input: contiguous, transposed
 // view, strided slice, broadcast row.
@@ -118,7 +118,7 @@ TEST_F(Gpu, UnaryFloat) {
 }
 
 TEST_F(Gpu, UnaryInteger) {
-  for (Dtype t : {int8, int32, int64, uint8, uint32, bool_}) {
+  for (Dtype t : {int8, int16, int32, int64, uint8, uint16, uint32, uint64, bool_}) {
     for (auto& [lname, x] : layouts(19, 67, t, -50, 50)) {
       expect_same([&](StreamOrDevice s) { return abs(x, s); }, 0, std::string("abs ") + dtype_name(t) + lname);
       if (t != bool_) {  // negative of bool throws (MLX)
@@ -264,7 +264,7 @@ TEST_F(Gpu, CopyCastAndViews) {
 
 TEST_F(Gpu, Reductions) {
   Shape shapes[] = {{1}, {7}, {100003}, {33, 1000}, {1000, 33}, {4, 5000, 3}, {3, 65, 131}, {2, 3, 4, 5}};
-  for (Dtype t : {float32, bfloat16, float16, float64, int32, int8, uint8, bool_}) {
+  for (Dtype t : {float32, bfloat16, float16, float64, int32, int8, uint8, int16, uint16, uint64, bool_}) {
     for (const Shape& sh : shapes) {
       array x = random_array(sh, t, -3, 3);
       int nd = static_cast<int>(sh.size());
@@ -545,10 +545,11 @@ TEST_F(Gpu, CastsToHalfRoundOnce) {
             1.0009765625f);
   EXPECT_EQ(astype(array(16842753), bfloat16, Device::gpu).item<float>(), 16908288.0f);
   for (Dtype to : {float16, bfloat16}) {
-    for (Dtype from : {float64, int32, uint32, int64}) {
+    for (Dtype from : {float64, int32, uint32, int64, uint64}) {
       array x = from == float64 ? random_array({100003}, float64, -70000, 70000)
                                 : astype(random::bits({100003}, random::key(4)), from);
       if (from == int64) x = x * array(int64_t{1} << 31, int64) + x;
+      if (from == uint64) x = x * array(uint64_t{1} << 32, uint64) + x;
       expect_same([&](StreamOrDevice s) { return astype(x, to, s); }, 0,
                   std::string(dtype_name(from)) + " -> " + dtype_name(to));
     }

@@ -30,7 +30,7 @@ array tied(const Shape& shape, Dtype t) {
     f = where(u < 0.125, array(std::numeric_limits<double>::quiet_NaN()), where(u < 0.1875, array(-0.0), f / 2.0));
   }
   if (t == bool_) f = f > 0.0;
-  if (t == uint8 || t == uint32) f = abs(f);
+  if (is_integral(t) && !is_signed(t)) f = abs(f);
   return astype(f, t);
 }
 
@@ -46,7 +46,8 @@ array tied(const Shape& shape, Dtype t) {
 }
 
 TEST_F(GpuSort, StableOrderMatchesTheCpuExactly) {
-  for (Dtype t : {bool_, uint8, uint32, int8, int32, int64, float16, bfloat16, float32, float64}) {
+  for (Dtype t : {bool_, uint8, uint16, uint32, uint64, int8, int16, int32, int64, float16, bfloat16, float32,
+                  float64}) {
     for (const Shape& s : {Shape{7, 33}, Shape{1, 100000}, Shape{20000, 5}, Shape{3, 1025}}) {
       array a = tied(s, t);
       for (int axis : {0, 1}) {
@@ -102,7 +103,7 @@ TEST_F(GpuSort, ScansAgainstTheCpu) {
               << "logcumsumexp " << what;
         }
   }
-  for (Dtype t : {bool_, uint8, int8, int32, int64, float16, bfloat16, float64}) {
+  for (Dtype t : {bool_, uint8, uint16, uint64, int8, int16, int32, int64, float16, bfloat16, float64}) {
     array x = test::random_array({9, 37}, t, 0, 2);
     if (t == float64) {
       // The CPU's compensated double sums and the GPU's block scan round

@@ -76,7 +76,7 @@ const UnarySpec kUnary[] = {
     {"log10", log10, [](double x) { return std::log10(x); }, 0.1, 3, true, false},
 };
 
-const std::vector<Dtype> kInts = {int32, int64, uint8};
+const std::vector<Dtype> kInts = {int32, int64, uint8, int16, uint16};
 double as_int(double x) { return static_cast<double>(static_cast<int64_t>(x)); }
 
 // 0-d, odd, 3-d, empty, and one large enough for the vector and threaded paths.
@@ -92,9 +92,10 @@ struct BinarySpec {
 };
 
 const std::vector<Dtype> kFloats = {float32, float16, bfloat16, float64};
-const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32};
+const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32, int16};
 // Every integer type, for the ops that cannot overflow.
-const std::vector<Dtype> kEvery = {float32, float16, bfloat16, float64, int32, uint8, int8, uint32, int64};
+const std::vector<Dtype> kEvery = {float32, float16, bfloat16, float64, int32, uint8, int8,
+                                   uint32,  int64,   uint16,   int16,   uint64};
 
 double py_mod(double a, double b) {
   double r = std::fmod(a, b);
@@ -267,13 +268,14 @@ void register_elementwise() {
        .diff = {0, 1}});
 
   // astype / copy / contiguous: the Copy primitive, across dtypes and layouts.
-  for (Dtype to : {float64, float32, int32, bool_}) {
+  for (Dtype to : {float64, float32, int32, int16, bool_}) {
     for (const auto& shape : {Shape{3, 5}, Shape{2, 3, 4}, Shape{0, 4}}) {
       Case c{.op = "astype", .primitive = "Copy", .name = std::string("to ") + dtype_name(to) + " " + test::fmt(shape)};
       c.fn = [to](const Arrays& x) { return Arrays{astype(x[0], to)}; };
       c.inputs = {in(shape, -3, 3)};
-      c.dtypes = to == float64 ? std::vector<Dtype>{float32, float16, bfloat16, int32} : std::vector<Dtype>{float16, float64};
-      if (to == int32) {
+      c.dtypes = to == float64 ? std::vector<Dtype>{float32, float16, bfloat16, int32, int16, uint16, uint64}
+                               : std::vector<Dtype>{float16, float64};
+      if (to == int32 || to == int16) {
         c.ref = ref_unary([](double x) { return std::trunc(x); });
       } else if (to == bool_) {
         c.ref = ref_unary([](double x) { return x != 0 ? 1.0 : 0.0; });

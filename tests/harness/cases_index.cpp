@@ -6,7 +6,7 @@
 namespace kiln::harness {
 namespace {
 
-const std::vector<Dtype> kData = {float32, float16, bfloat16, float64, int32, uint8, int64};
+const std::vector<Dtype> kData = {float32, float16, bfloat16, float64, int32, uint8, int64, int16, uint64};
 
 int wrap(double i, int n) { return static_cast<int>(i < 0 ? i + n : i); }
 

@@ -98,7 +98,8 @@ array var0_all(const array& a, bool keepdims, StreamOrDevice s) { return var(a, 
 
 const std::vector<Dtype> kFloats = {float32, float16, bfloat16, float64};
 const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32};
-const std::vector<Dtype> kEvery = {float32, float16, bfloat16, float64, int32, uint8, int8, uint32, int64};
+const std::vector<Dtype> kEvery = {float32, float16, bfloat16, float64, int32, uint8, int8,
+                                   uint32,  int64,   uint16,   int16,   uint64};
 
 const ReduceSpec kReduce[] = {
     {"sum", "Reduce:sum", sum, sum, fold_sum, -2, 2, true, true, kFloatsInt},
@@ -220,7 +221,7 @@ void register_reduce() {
             reduce_ref(flat, axes.empty() ? std::vector<int>{0} : axes, is_max ? fold_argmax : fold_argmin)};
       };
       c.inputs = {in(ac.shape, -3, 3)};
-      c.dtypes = {float32, float16, float64, int32, uint8, int64};
+      c.dtypes = {float32, float16, float64, int32, uint8, int64, int16, uint64};
       c.diff = {0};  // a zero derivative
       add(std::move(c));
     }

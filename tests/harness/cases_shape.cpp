@@ -8,7 +8,8 @@
 namespace kiln::harness {
 namespace {
 
-const std::vector<Dtype> kAll = {float32, float16, bfloat16, float64, int32, bool_, uint8, int8, uint32, int64};
+const std::vector<Dtype> kAll = {float32, float16, bfloat16, float64, int32,  bool_, uint8,
+                                 int8,    uint32,  int64,    uint16,  int16,  uint64};
 
 // A one-input data-movement case, differentiable and batchable.
 void move_case(const char* op, const char* prim, const Shape& shape, std::function<array(const array&)> f,

@@ -16,7 +16,7 @@ namespace kiln::harness {
 namespace {
 
 const std::vector<Dtype> kFloat = {float32, float16, bfloat16, float64};
-const std::vector<Dtype> kData = {float32, float16, bfloat16, float64, int32, uint8, int64, int8};
+const std::vector<Dtype> kData = {float32, float16, bfloat16, float64, int32, uint8, int64, int8, int16, uint16, uint64};
 
 using Row = std::vector<double>;
 

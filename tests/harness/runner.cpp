@@ -141,7 +141,7 @@ std::mt19937_64 case_rng(const Case& c, const std::string& variant) {
 array random_values(const Shape& shape, Dtype t, double lo, double hi, std::mt19937_64& g) {
   // Unsigned types take the range shifted to start at 0 (a negative double
   // converted to an unsigned type is undefined).
-  if ((t == uint8 || t == uint32) && lo < 0) {
+  if (is_integral(t) && !is_signed(t) && t != bool_ && lo < 0) {
     hi -= lo;
     lo = 0;
   }

@@ -76,6 +76,7 @@ void Binary::eval_cpu(const std::vector<array>& inputs, array& out) {
   if (op_ == BinaryOp::power) {
     switch (inputs[1].dtype()) {
       case int8: check_exponents<int8_t>(inputs[0], inputs[1]); break;
+      case int16: check_exponents<int16_t>(inputs[0], inputs[1]); break;
       case int32: check_exponents<int32_t>(inputs[0], inputs[1]); break;
       case int64: check_exponents<int64_t>(inputs[0], inputs[1]); break;
       default: break;

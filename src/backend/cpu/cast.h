@@ -20,11 +20,14 @@ inline To convert(From x) {
     return static_cast<C>(x) != C(0);
   } else if constexpr (is_half_v<To>) {
     // One rounding to the 16-bit type (see round_to_odd_float): float is
-    // exact for the 16-bit floats and the 8-bit integers, double for int32.
+    // exact for the 16-bit floats and the 8- and 16-bit integers, double
+    // for the 32-bit ones.
     if constexpr (std::is_same_v<C, double> || std::is_same_v<C, int32_t> || std::is_same_v<C, uint32_t>) {
       return To(simd::round_to_odd_float(static_cast<double>(x)));
     } else if constexpr (std::is_same_v<C, int64_t>) {
       return To(simd::round_to_odd_float(simd::int64_to_odd_double(x)));
+    } else if constexpr (std::is_same_v<C, uint64_t>) {
+      return To(simd::round_to_odd_float(simd::uint64_to_odd_double(x)));
     } else {
       return To(static_cast<float>(static_cast<C>(x)));
     }

@@ -22,8 +22,11 @@ const char* compute_type(Dtype t) {
   switch (t) {
     case bool_: return "bool";
     case uint8: return "uint8_t";
+    case uint16: return "uint16_t";
     case uint32: return "uint32_t";
+    case uint64: return "uint64_t";
     case int8: return "int8_t";
+    case int16: return "int16_t";
     case int32: return "int32_t";
     case int64: return "int64_t";
     case float16:
@@ -65,8 +68,11 @@ bool with_compute_type(Dtype t, F&& f) {
   switch (t) {
     case bool_: return f(Tag<bool>{});
     case uint8: return f(Tag<uint8_t>{});
+    case uint16: return f(Tag<uint16_t>{});
     case uint32: return f(Tag<uint32_t>{});
+    case uint64: return f(Tag<uint64_t>{});
     case int8: return f(Tag<int8_t>{});
+    case int16: return f(Tag<int16_t>{});
     case int32: return f(Tag<int32_t>{});
     case int64: return f(Tag<int64_t>{});
     case float16:
@@ -108,6 +114,7 @@ std::string cast_expr(Dtype from, Dtype to, const std::string& x) {
       return rounded(to, "km::round_to_odd_float(static_cast<double>(" + x + "))");
     }
     if (from == int64) return rounded(to, "km::round_to_odd_float(km::int64_to_odd_double(" + x + "))");
+    if (from == uint64) return rounded(to, "km::round_to_odd_float(km::uint64_to_odd_double(" + x + "))");
     return rounded(to, "static_cast<float>(" + x + ")");
   }
   if (!is_fp(to) && is_fp(from)) return "ko::saturate<" + std::string(compute_type(to)) + ">(" + x + ")";

@@ -18,8 +18,11 @@ decltype(auto) dispatch_all(Dtype t, F&& f) {
   switch (t) {
     case bool_: return f(TypeTag<bool>{});
     case uint8: return f(TypeTag<uint8_t>{});
+    case uint16: return f(TypeTag<uint16_t>{});
     case uint32: return f(TypeTag<uint32_t>{});
+    case uint64: return f(TypeTag<uint64_t>{});
     case int8: return f(TypeTag<int8_t>{});
+    case int16: return f(TypeTag<int16_t>{});
     case int32: return f(TypeTag<int32_t>{});
     case int64: return f(TypeTag<int64_t>{});
     case float16: return f(TypeTag<float16_t>{});

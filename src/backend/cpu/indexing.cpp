@@ -18,8 +18,14 @@ namespace {
 int64_t read_index(const char* p, Dtype t, int64_t i) {
   switch (t) {
     case uint8: return reinterpret_cast<const uint8_t*>(p)[i];
+    case uint16: return reinterpret_cast<const uint16_t*>(p)[i];
     case uint32: return reinterpret_cast<const uint32_t*>(p)[i];
+    case uint64: {  // above INT64_MAX is out of range, not negative
+      uint64_t u = reinterpret_cast<const uint64_t*>(p)[i];
+      return u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+    }
     case int8: return reinterpret_cast<const int8_t*>(p)[i];
+    case int16: return reinterpret_cast<const int16_t*>(p)[i];
     case int32: return reinterpret_cast<const int32_t*>(p)[i];
     case int64: return reinterpret_cast<const int64_t*>(p)[i];
     case bool_: return reinterpret_cast<const bool*>(p)[i];
@@ -172,7 +178,10 @@ void ScatterAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
   switch (out.dtype()) {
     case bool_: scatter_rows<bool>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case uint8: scatter_rows<uint8_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case uint16: scatter_rows<uint16_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case uint32: scatter_rows<uint32_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case uint64: scatter_rows<uint64_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case int16: scatter_rows<int16_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case int8: scatter_rows<int8_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case int32: scatter_rows<int32_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case int64: scatter_rows<int64_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;

@@ -45,7 +45,7 @@ void int_gemm(int64_t M, int64_t N, int64_t K, MatView a, MatView b, T* c) {
           if constexpr (std::is_same_v<T, bool>) {
             acc[j] = acc[j] || (av && brow[j * b.col_stride]);
           } else {
-            using U = std::make_unsigned_t<T>;  // wrap on overflow instead of UB
+            using U = cpu::ko::wrap_unsigned_t<T>;  // wrap on overflow instead of UB
             acc[j] = static_cast<T>(static_cast<U>(acc[j]) + static_cast<U>(av) * static_cast<U>(brow[j * b.col_stride]));
           }
         }

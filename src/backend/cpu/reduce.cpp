@@ -34,7 +34,7 @@ struct Wrap {
 };
 template <typename A>
 struct Wrap<A, true> {
-  using type = std::make_unsigned_t<A>;
+  using type = cpu::ko::wrap_unsigned_t<A>;
 };
 template <typename A>
 using WrapT = typename Wrap<A>::type;

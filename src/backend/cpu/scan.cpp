@@ -20,6 +20,7 @@
 
 #include "backend/cpu/copy.h"
 #include "backend/cpu/dispatch.h"
+#include "backend/cpu/op_math.h"
 #include "backend/cpu/threading.h"
 #include "core/allocator.h"
 #include "core/array_desc.h"
@@ -39,7 +40,7 @@ constexpr bool is_float_type = std::is_floating_point_v<cpu::compute_t<T>>;
 // uint32); floats accumulate in double.
 template <typename T>
 struct Wrapped {
-  using type = std::make_unsigned_t<T>;
+  using type = cpu::ko::wrap_unsigned_t<T>;
 };
 template <>
 struct Wrapped<bool> {

@@ -69,7 +69,10 @@ __device__ __forceinline__ void store_as(char* dst, Dtype d, int64_t i, S x) {
   switch (d) {
     case Dtype::bool_: reinterpret_cast<bool*>(dst)[i] = convert<bool>(x); break;
     case Dtype::uint8: reinterpret_cast<uint8_t*>(dst)[i] = convert<uint8_t>(x); break;
+    case Dtype::uint16: reinterpret_cast<uint16_t*>(dst)[i] = convert<uint16_t>(x); break;
     case Dtype::uint32: reinterpret_cast<uint32_t*>(dst)[i] = convert<uint32_t>(x); break;
+    case Dtype::uint64: reinterpret_cast<uint64_t*>(dst)[i] = convert<uint64_t>(x); break;
+    case Dtype::int16: reinterpret_cast<int16_t*>(dst)[i] = convert<int16_t>(x); break;
     case Dtype::int8: reinterpret_cast<int8_t*>(dst)[i] = convert<int8_t>(x); break;
     case Dtype::int32: reinterpret_cast<int32_t*>(dst)[i] = convert<int32_t>(x); break;
     case Dtype::int64: reinterpret_cast<int64_t*>(dst)[i] = convert<int64_t>(x); break;

@@ -18,8 +18,15 @@ __device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i,
   int64_t v;
   switch (t) {
     case Dtype::uint8: v = reinterpret_cast<const uint8_t*>(p)[i]; break;
+    case Dtype::uint16: v = reinterpret_cast<const uint16_t*>(p)[i]; break;
     case Dtype::uint32: v = reinterpret_cast<const uint32_t*>(p)[i]; break;
+    case Dtype::uint64: {  // above INT64_MAX is out of range, not negative
+      uint64_t u = reinterpret_cast<const uint64_t*>(p)[i];
+      v = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
+      break;
+    }
     case Dtype::int8: v = reinterpret_cast<const int8_t*>(p)[i]; break;
+    case Dtype::int16: v = reinterpret_cast<const int16_t*>(p)[i]; break;
     case Dtype::int32: v = reinterpret_cast<const int32_t*>(p)[i]; break;
     case Dtype::bool_: v = reinterpret_cast<const bool*>(p)[i]; break;
     default: v = reinterpret_cast<const int64_t*>(p)[i]; break;

@@ -18,7 +18,7 @@ __global__ void int_matmul(const T* a, const T* b, T* c, int64_t M, int64_t N, i
     for (int64_t k = 0; k < K; ++k) acc = acc || (ar[k] && bc[k * N]);
     c[batch * M * N + i * N + j] = acc;
   } else {
-    using U = std::make_unsigned_t<T>;
+    using U = ko::wrap_unsigned_t<T>;
     U acc = 0;
     for (int64_t k = 0; k < K; ++k) acc += static_cast<U>(ar[k]) * static_cast<U>(bc[k * N]);
     c[batch * M * N + i * N + j] = static_cast<T>(acc);

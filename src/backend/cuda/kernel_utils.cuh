@@ -26,8 +26,11 @@ void dispatch(Dtype t, F&& f) {
   switch (t) {
     case Dtype::bool_: return f(Tag<bool>{});
     case Dtype::uint8: return f(Tag<uint8_t>{});
+    case Dtype::uint16: return f(Tag<uint16_t>{});
     case Dtype::uint32: return f(Tag<uint32_t>{});
+    case Dtype::uint64: return f(Tag<uint64_t>{});
     case Dtype::int8: return f(Tag<int8_t>{});
+    case Dtype::int16: return f(Tag<int16_t>{});
     case Dtype::int32: return f(Tag<int32_t>{});
     case Dtype::int64: return f(Tag<int64_t>{});
     case Dtype::float16: return f(Tag<__half>{});
@@ -60,10 +63,15 @@ __device__ __forceinline__ float round_to_odd_float(double x) {
   if (static_cast<double>(f) != x && x == x) f = __int_as_float(__float_as_int(f) | 1);
   return f;
 }
-// An int64 as a double rounded to odd.
+// An int64 (a uint64) as a double rounded to odd.
 __device__ __forceinline__ double int64_to_odd_double(long long v) {
   double d = __ll2double_rz(v);  // |d| <= |v|, so converting back is exact
   if (__double2ll_rz(d) != v) d = __longlong_as_double(__double_as_longlong(d) | 1);
+  return d;
+}
+__device__ __forceinline__ double uint64_to_odd_double(unsigned long long v) {
+  double d = __ull2double_rz(v);
+  if (__double2ull_rz(d) != v) d = __longlong_as_double(__double_as_longlong(d) | 1);
   return d;
 }
 // A value on its way to a 16-bit float: float, rounded to odd where float is
@@ -74,6 +82,8 @@ __device__ __forceinline__ float to_float_for_half(C v) {
     return round_to_odd_float(static_cast<double>(v));
   } else if constexpr (std::is_same_v<C, int64_t>) {
     return round_to_odd_float(int64_to_odd_double(v));
+  } else if constexpr (std::is_same_v<C, uint64_t>) {
+    return round_to_odd_float(uint64_to_odd_double(v));
   } else {
     return static_cast<float>(v);
   }

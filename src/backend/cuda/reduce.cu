@@ -41,11 +41,11 @@ __device__ __forceinline__ A combine(ReduceOp op, A a, A b) {
   switch (op) {
     case ReduceOp::sum:
       if constexpr (std::is_same_v<A, bool>) return a || b;
-      else if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) + static_cast<std::make_unsigned_t<A>>(b));
+      else if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<ko::wrap_unsigned_t<A>>(a) + static_cast<ko::wrap_unsigned_t<A>>(b));
       else return a + b;
     case ReduceOp::prod:
       if constexpr (std::is_same_v<A, bool>) return a && b;
-      else if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<std::make_unsigned_t<A>>(a) * static_cast<std::make_unsigned_t<A>>(b));
+      else if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<ko::wrap_unsigned_t<A>>(a) * static_cast<ko::wrap_unsigned_t<A>>(b));
       else return a * b;
     case ReduceOp::max: return (a > b || a != a) ? a : b;
     case ReduceOp::min: return (a < b || a != a) ? a : b;

@@ -27,7 +27,7 @@ namespace {
 
 template <typename T>
 struct Wrapped {
-  using type = std::make_unsigned_t<T>;
+  using type = ko::wrap_unsigned_t<T>;
 };
 template <>
 struct Wrapped<bool> {
