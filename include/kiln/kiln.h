@@ -10,7 +10,5 @@
 #include "kiln/memory.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
-#include "kiln/sampler.h"
-#include "kiln/tokenizer.h"
 #include "kiln/transforms.h"
 #include "kiln/version.h"
