@@ -71,7 +71,16 @@ void check_against_reference(const Tokenizer& tok, const std::string& name, bool
       ADD_FAILURE() << name << " text " << i << " " << show(text).substr(0, 200) << ": got " << json(got).dump()
                     << ", want " << json(want).dump();
     }
-    EXPECT_EQ(tok.decode(got, /*skip_special=*/add_special), text) << name << " text " << i;
+    // decode(encode(x)) == x, after the bos that add_special put first.
+    std::vector<int32_t> body(got.begin() + (add_special && tok.add_bos() && !got.empty() ? 1 : 0), got.end());
+    // (The dummy prefix after a special token stays in the text, as in HF.)
+    if (name == "spm_hf" && text.rfind("<s>", 0) == 0) {
+      EXPECT_EQ(tok.decode(body), "<s>  parsed </s>");
+      continue;
+    }
+    // Metaspace gives " x" and "x" the same ids: no round trip for the former.
+    if (name == "spm_meta" && (text.rfind("<s>", 0) == 0 || text.rfind(" ", 0) == 0)) continue;
+    EXPECT_EQ(tok.decode(body), text) << name << " text " << i;
   }
   EXPECT_EQ(mismatches, 0) << name << ": " << mismatches << " of " << texts.size() << " texts differ";
 }
@@ -104,6 +113,23 @@ TEST(Tokenizer, SentencePieceSpecMatchesSentencePiece) {
   EXPECT_EQ(ids.front(), tok.bos());
   EXPECT_NE(ids.back(), tok.eos());
   EXPECT_EQ(tok.decode(ids, /*skip_special=*/true), "Hello world");
+}
+
+TEST(Tokenizer, SentencePieceTokenizerJsonMatchesHuggingFace) {
+  REQUIRE_REF();
+  // Llama 2's tokenizer.json form: Prepend/Replace normalizer, merges, byte
+  // fallback, <s> from the post-processor, a Strip decoder.
+  Tokenizer tok = Tokenizer::from_file(ref_dir() + "/spm_hf.json");
+  EXPECT_EQ(tok.id_to_token(tok.bos()), "<s>");
+  EXPECT_EQ(tok.id_to_token(tok.eos()), "</s>");
+  check_against_reference(tok, "spm_hf", /*parse_special=*/true, /*add_special=*/true);
+}
+
+TEST(Tokenizer, MetaspaceTokenizerJsonMatchesHuggingFace) {
+  REQUIRE_REF();
+  // Mistral v0.3's form: Metaspace(prepend_scheme = "first", split = false).
+  Tokenizer tok = Tokenizer::from_file(ref_dir() + "/spm_meta.json");
+  check_against_reference(tok, "spm_meta", /*parse_special=*/true, /*add_special=*/true);
 }
 
 TEST(Tokenizer, SentencePieceByteFallbackAndPieces) {

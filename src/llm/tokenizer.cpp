@@ -169,13 +169,16 @@ void Tokenizer::Impl::encode_word(const std::string& word, std::vector<int32_t>&
   }
 }
 
-void Tokenizer::Impl::encode_text(std::string_view text, bool after_special, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::encode_text(std::string_view text, bool after_special, bool at_start,
+                                  std::vector<int32_t>& out) const {
   std::string t;
   if (byte_level) {
     if (add_prefix_space && !text.empty() && text[0] != ' ') t = " ";
     t += text;
   } else {
-    if (space_prefix && after_special) t = " ";
+    bool prefix = space_prefix && after_special && (at_start || !prefix_first_only) &&
+                  !(prefix_unless_space && !text.empty() && text[0] == ' ');
+    if (prefix) t = " ";
     t += text;
     if (escape_spaces) t = replace_all(t, " ", kMetaspace);
   }
@@ -308,7 +311,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   size_t start = 0;
   auto flush_text = [&](size_t end) {
     if (end > start) {
-      m.encode_text(text.substr(start, end - start), after_special, out);
+      m.encode_text(text.substr(start, end - start), after_special, start == 0, out);
       after_special = false;
     }
   };

@@ -56,6 +56,8 @@ void read_pre_tokenizer(const json& p, Tokenizer::Impl& m) {
     m.escape_spaces = true;
     std::string scheme = p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
     m.space_prefix = scheme != "never";
+    m.prefix_first_only = scheme == "first";
+    m.prefix_unless_space = true;
     m.split_on_metaspace = p.value("split", true);
   } else {
     unsupported("pre_tokenizer", p);

@@ -52,7 +52,9 @@ struct Tokenizer::Impl {
   bool byte_fallback = false;  // unknown characters become <0xXX> tokens
   bool add_prefix_space = false;  // byte-level: a space before text that lacks one
   bool escape_spaces = false;     // SentencePiece: ' ' -> U+2581
-  bool space_prefix = false;      // SentencePiece: dummy prefix U+2581 before each text fragment
+  bool space_prefix = false;      // SentencePiece: dummy prefix U+2581 before a text fragment...
+  bool prefix_first_only = false;  // ...only at the start of the text (HF prepend_scheme "first"), not after specials
+  bool prefix_unless_space = false;  // ...unless the fragment starts with a space (HF Metaspace)
   bool split_on_metaspace = false;  // HF Metaspace(split = true): words start at U+2581
   bool strip_leading_space = false;  // decode drops the dummy prefix's space
 
@@ -80,7 +82,7 @@ struct Tokenizer::Impl {
   // vocabulary is in place); checks the special ids are in range.
   void finish(const char* origin);
   void add_merge(const std::string& left, const std::string& right, int32_t rank);
-  void encode_text(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
+  void encode_text(std::string_view text, bool after_special, bool at_start, std::vector<int32_t>& out) const;
   void encode_word(const std::string& word, std::vector<int32_t>& out) const;
   std::string piece(int32_t id) const;
 };

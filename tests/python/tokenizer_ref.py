@@ -160,3 +160,37 @@ dump("spm.spec.json", {"model": "llama", "pre": "default", "tokens": [sp.id_to_p
                        "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "unk_id": sp.unk_id()})
 texts = tests + ["<s> not parsed </s>"]
 dump("spm.ref.json", {"texts": texts, "ids": [sp.encode(t) for t in texts]})
+
+# The same model as a Llama-2-style tokenizer.json (merges recovered from the
+# scores as transformers' converter does), encoded by `tokenizers` itself.
+from tokenizers import normalizers, AddedToken
+
+vocab = {sp.id_to_piece(i): i for i in range(n)}
+merges = []
+for piece, i in vocab.items():
+    if piece_type(i) != 1:
+        continue
+    local = [(piece[:k], piece[k:]) for k in range(1, len(piece)) if piece[:k] in vocab and piece[k:] in vocab]
+    local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+    merges += [(l, r, sp.get_score(i)) for l, r in local]
+merges.sort(key=lambda m: m[2], reverse=True)
+hf = Tokenizer(models.BPE(vocab, [(l, r) for l, r, _ in merges], unk_token=sp.id_to_piece(sp.unk_id()),
+                          fuse_unk=True, byte_fallback=True))
+hf.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+hf.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                decoders.Strip(" ", 1, 0)])
+hf.add_special_tokens([AddedToken(sp.id_to_piece(i), normalized=False, special=True)
+                       for i in (sp.unk_id(), sp.bos_id(), sp.eos_id())])
+hf.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", sp.bos_id())])
+hf.save(os.path.join(OUT, "spm_hf.json"))
+texts = tests + ["<s> parsed </s>"]
+dump("spm_hf.ref.json", {"texts": texts, "ids": [hf.encode(t).ids for t in texts]})
+
+# The newer spelling (Mistral v0.3, ...): a Metaspace pre-tokenizer that
+# prefixes only the start of the text, no normalizer, a Metaspace decoder.
+hf.normalizer = None
+hf.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+hf.decoder = decoders.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+hf.save(os.path.join(OUT, "spm_meta.json"))
+texts = tests + ["<s> parsed </s>", "a</s> b"]
+dump("spm_meta.ref.json", {"texts": texts, "ids": [hf.encode(t).ids for t in texts]})
