@@ -75,11 +75,24 @@ def corpus():
     return gen, lic
 
 
+def fuzz(count):
+    # Random mixtures of scripts, digits, punctuation, whitespace kinds,
+    # emoji and combining marks: where regex engines could disagree.
+    rng = random.Random(99)
+    pools = ["abcXYZ", "éßøñ", "αβγΩ", "жзиЯ", "日本語中文", "한국", "٠١٢٣", "0123456789", "½²",
+             ".,;:!?'\"-()[]{}<>/@#$%^&*_+=~`|\\", " ", "  ", "\t", "\n", "\r\n", "\u00a0", "\u3000",
+             "\u2028", "\u0301\u0308", "👍🏽", "🇫🇷", "\u200d", "'s", "'LL", "\x7f", "\u00ad"]
+    out = []
+    for _ in range(count):
+        out.append("".join(rng.choice(pools[rng.randrange(len(pools))]) for _ in range(rng.randint(1, 40))))
+    return out
+
+
 gen, lic = corpus()
 train_text = gen + lic + HARD * 3
 # Test texts: generated lines, licence paragraphs (newlines inside), hard cases.
 paragraphs = [p for text in lic[:6] for p in text.split("\n\n")[:40]]
-tests = gen[:150] + paragraphs + HARD + [lic[0][:3000]]
+tests = gen[:150] + paragraphs + HARD + fuzz(300) + [lic[0][:3000]]
 
 
 def dump(name, obj):
