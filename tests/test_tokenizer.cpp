@@ -22,15 +22,24 @@ using nlohmann::json;
 
 namespace {
 
-// The reference files, made once per run; "" when python cannot make them.
-const std::string& ref_dir() {
-  static const std::string dir = [] {
-    if (std::system("python3 -c 'import tokenizers, sentencepiece' >/dev/null 2>&1") != 0) return std::string();
+// The reference files, made once per run and removed at exit; "" when
+// python cannot make them.
+struct RefDir {
+  std::string path;
+  RefDir() {
+    if (std::system("python3 -c 'import tokenizers, sentencepiece' >/dev/null 2>&1") != 0) return;
     auto d = std::filesystem::temp_directory_path() / ("kiln_tok_" + std::to_string(::getpid()));
     std::string cmd = "python3 " KILN_SOURCE_DIR "/tests/python/tokenizer_ref.py " + d.string();
-    return std::system(cmd.c_str()) == 0 ? d.string() : std::string();
-  }();
-  return dir;
+    if (std::system(cmd.c_str()) == 0) path = d.string();
+  }
+  ~RefDir() {
+    if (!path.empty()) std::filesystem::remove_all(path);
+  }
+};
+
+const std::string& ref_dir() {
+  static const RefDir dir;
+  return dir.path;
 }
 
 #define REQUIRE_REF()                                                                         \
@@ -269,6 +278,7 @@ TEST(ChatTemplate, MatchesTheJinjaTemplates) {
   auto path = std::filesystem::temp_directory_path() / ("kiln_chat_" + std::to_string(::getpid()) + ".json");
   ASSERT_EQ(std::system(("python3 " KILN_SOURCE_DIR "/tests/python/chat_template_ref.py " + path.string()).c_str()), 0);
   json ref = read_json(path.string());
+  std::filesystem::remove(path);
   std::map<std::string, ChatTemplate> want_kind = {
       {"llama3", ChatTemplate::llama3}, {"qwen25", ChatTemplate::chatml}, {"qwen3", ChatTemplate::chatml},
       {"smollm2", ChatTemplate::chatml}, {"chatml", ChatTemplate::chatml}, {"llama2", ChatTemplate::llama2},
