@@ -128,7 +128,8 @@ std::string llama2(const std::vector<ChatMessage>& messages, const std::string& 
     if (messages[i].role == "user") {
       out += bos + "[INST] " + trim(content) + " [/INST]";
     } else {
-      out += " " + trim(content) + " " + eos;
+      out += ' ';  // appended piecewise: GCC 12 warns (falsely, -Wrestrict) on " " + string
+      out += trim(content) + " " + eos;
     }
   }
   return out;
