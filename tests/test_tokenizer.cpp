@@ -202,7 +202,7 @@ TEST(Tokenizer, StreamDecoderHoldsBackPartialCharacters) {
       split_somewhere |= !p.empty() && (static_cast<unsigned char>(p[0]) & 0xC0) == 0x80;
     }
     EXPECT_TRUE(split_somewhere) << name;
-    StreamDecoder dec(tok);
+    StreamDecoder dec(tok, /*skip_special=*/false, /*starts_text=*/true);
     std::string out;
     for (int32_t id : ids) {
       std::string part = dec.put(id);
@@ -218,6 +218,12 @@ TEST(Tokenizer, StreamDecoderHoldsBackPartialCharacters) {
     out += dec.flush();
     EXPECT_EQ(out, tok.decode(ids)) << name;
     EXPECT_EQ(out, text) << name;
+    // Continuing a prompt, the first piece keeps the dummy prefix's space.
+    StreamDecoder cont(tok);
+    std::string all;
+    for (int32_t id : ids) all += cont.put(id);
+    all += cont.flush();
+    EXPECT_EQ(all, (std::string(name) == "gpt2.json" ? "" : " ") + text) << name;
   }
 }
 

@@ -126,11 +126,14 @@ class Tokenizer {
 // Turns ids into text as they are generated: put() returns the text that is
 // complete so far, holding back a trailing incomplete UTF-8 sequence until the
 // tokens that finish it arrive; bytes that can never form valid UTF-8 come out
-// as U+FFFD. For valid UTF-8 output the concatenation of put() results and
-// flush() equals tokenizer.decode(all ids).
+// as U+FFFD. Generated ids continue a prompt, so every piece is kept whole
+// (llama.cpp's token_to_piece); with starts_text the ids are the whole text
+// and, as decode() does, the SentencePiece dummy-prefix space is dropped: then
+// for valid UTF-8 the concatenation of put() results and flush() equals
+// tokenizer.decode(all ids, skip_special).
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false);
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool skip_special = false, bool starts_text = false);
   std::string put(int32_t id);
   // Whatever is held back (an incomplete sequence at the end of generation),
   // with invalid bytes replaced by U+FFFD; resets the decoder.
@@ -139,6 +142,7 @@ class StreamDecoder {
  private:
   const Tokenizer* tokenizer_;
   bool skip_special_;
+  bool starts_text_;
   bool first_ = true;
   std::string pending_;
 };

@@ -424,13 +424,13 @@ std::string take_complete(std::string& s, bool at_end) {
 
 }  // namespace
 
-StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special)
-    : tokenizer_(&tokenizer), skip_special_(skip_special) {}
+StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special, bool starts_text)
+    : tokenizer_(&tokenizer), skip_special_(skip_special), starts_text_(starts_text) {}
 
 std::string StreamDecoder::put(int32_t id) {
   int32_t one[1] = {id};
   // Until some text has come out, decode() applies the leading-space rule.
-  std::string p = first_ ? tokenizer_->decode(one, skip_special_)
+  std::string p = first_ && starts_text_ ? tokenizer_->decode(one, skip_special_)
                          : (skip_special_ && tokenizer_->is_control(id) ? std::string() : tokenizer_->token_to_piece(id));
   if (!p.empty()) first_ = false;
   pending_ += p;
