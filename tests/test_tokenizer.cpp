@@ -286,7 +286,7 @@ TEST(ChatTemplate, MatchesTheJinjaTemplates) {
   json ref = read_json(path.string());
   std::filesystem::remove(path);
   std::map<std::string, ChatTemplate> want_kind = {
-      {"llama3", ChatTemplate::llama3}, {"qwen25", ChatTemplate::chatml}, {"qwen3", ChatTemplate::chatml},
+      {"llama3", ChatTemplate::llama3}, {"llama31", ChatTemplate::llama3}, {"qwen25", ChatTemplate::chatml}, {"qwen3", ChatTemplate::chatml},
       {"smollm2", ChatTemplate::chatml}, {"chatml", ChatTemplate::chatml}, {"llama2", ChatTemplate::llama2},
       {"mistral", ChatTemplate::mistral}};
   for (auto& [name, family] : ref.items()) {

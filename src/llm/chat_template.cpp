@@ -3,8 +3,10 @@
 // system / user / assistant conversations (tool calls and multimodal content
 // are out of scope). The family is recognised by marker strings in the
 // template text; model-specific details (ChatML's default system prompt,
-// Qwen 3's think blocks) are read from that text as well.
+// Qwen 3's think blocks, Llama 3.1's dated system turn) are read from that
+// text as well.
 #include <algorithm>
+#include <ctime>
 #include <regex>
 
 #include "kiln/error.h"
@@ -109,7 +111,36 @@ std::string chatml(const std::string& tmpl, const std::vector<ChatMessage>& mess
   return out;
 }
 
-std::string llama3(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const std::string& bos) {
+// Llama 3.1 and later always open with a system turn dated by the template:
+// its date_string default, or today's date where it calls strftime_now (3.2).
+std::string llama31_system_header(const std::string& tmpl) {
+  std::string date = "26 Jul 2024";
+  static const std::regex default_date(R"(date_string\s*=\s*["']([^"']+)["'])");
+  std::smatch m;
+  if (tmpl.find("strftime_now") != std::string::npos) {
+    std::time_t now = std::time(nullptr);
+    char buf[32];
+    std::strftime(buf, sizeof(buf), "%d %b %Y", std::localtime(&now));
+    date = buf;
+  } else if (std::regex_search(tmpl, m, default_date)) {
+    date = m[1].str();
+  }
+  return "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " + date +
+         "\n\n";
+}
+
+std::string llama3(const std::string& tmpl, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                   const std::string& bos) {
+  if (tmpl.find("Cutting Knowledge Date") != std::string::npos) {
+    bool has_system = !messages.empty() && messages[0].role == "system";
+    std::string out = bos + llama31_system_header(tmpl) + (has_system ? trim(messages[0].content) : "") + "<|eot_id|>";
+    for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+      out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" + trim(messages[i].content) +
+             "<|eot_id|>";
+    }
+    if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    return out;
+  }
   std::string out = messages.empty() ? "" : bos;
   for (const auto& msg : messages) {
     out += "<|start_header_id|>" + msg.role + "<|end_header_id|>\n\n" + trim(msg.content) + "<|eot_id|>";
@@ -177,7 +208,7 @@ std::string Tokenizer::apply_chat_template(ChatTemplate kind, const std::vector<
       return chatml(impl_->chat_template, messages, add_generation_prompt);
     case ChatTemplate::llama3:
       check_roles(messages, true, kind);
-      return llama3(messages, add_generation_prompt, text(bos()));
+      return llama3(impl_->chat_template, messages, add_generation_prompt, text(bos()));
     case ChatTemplate::llama2:
       check_roles(messages, true, kind);
       return llama2(messages, text(bos()), text(eos()));

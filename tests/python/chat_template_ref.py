@@ -14,6 +14,29 @@ LLAMA3 = (r"{% set loop_messages = messages %}{% for message in loop_messages %}
           r"{{ content }}{% endfor %}{% if add_generation_prompt %}"
           r"{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
 
+LLAMA31 = r"""{{- bos_token }}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+"""
+
 QWEN25 = r"""{%- if messages[0]['role'] == 'system' %}
     {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
 {%- else %}
@@ -95,6 +118,7 @@ MISTRAL = (r"{{ bos_token }}{% for message in messages %}{% if (message['role'] 
 
 FAMILIES = {
     "llama3": (LLAMA3, "<|begin_of_text|>", "<|eot_id|>", True),
+    "llama31": (LLAMA31, "<|begin_of_text|>", "<|eot_id|>", True),
     "qwen25": (QWEN25, "<|endoftext|>", "<|im_end|>", True),
     "qwen3": (QWEN3, "<|endoftext|>", "<|im_end|>", True),
     "smollm2": (SMOLLM2, "<|im_start|>", "<|im_end|>", True),
