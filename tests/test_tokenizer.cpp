@@ -288,7 +288,7 @@ TEST(ChatTemplate, MatchesTheJinjaTemplates) {
   std::map<std::string, ChatTemplate> want_kind = {
       {"llama3", ChatTemplate::llama3}, {"llama31", ChatTemplate::llama3}, {"qwen25", ChatTemplate::chatml}, {"qwen3", ChatTemplate::chatml},
       {"smollm2", ChatTemplate::chatml}, {"chatml", ChatTemplate::chatml}, {"llama2", ChatTemplate::llama2},
-      {"mistral", ChatTemplate::mistral}};
+      {"mistral", ChatTemplate::mistral}, {"gemma", ChatTemplate::gemma}};
   for (auto& [name, family] : ref.items()) {
     TokenizerSpec spec;
     spec.tokens = {family["bos"].get<std::string>(), family["eos"].get<std::string>(), "a", "b"};

@@ -62,6 +62,7 @@ enum class ChatTemplate {
   llama3,    // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
   llama2,    // <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s>
   mistral,   // <s>[INST] ... [/INST]...</s> (Mistral Instruct v0.1/v0.2)
+  gemma,     // <start_of_turn>user\n...<end_of_turn>\n (Gemma 1/2; "model" for assistant)
 };
 
 // Recognises the family from a template's text (Jinja source), else from a

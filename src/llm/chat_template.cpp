@@ -29,6 +29,7 @@ const char* kind_name(ChatTemplate k) {
     case ChatTemplate::llama3: return "llama3";
     case ChatTemplate::llama2: return "llama2";
     case ChatTemplate::mistral: return "mistral";
+    case ChatTemplate::gemma: return "gemma";
     case ChatTemplate::none: break;
   }
   return "none";
@@ -175,6 +176,17 @@ std::string mistral(const std::vector<ChatMessage>& messages, const std::string&
   return out;
 }
 
+std::string gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt, const std::string& bos) {
+  check_alternation(messages, 0, ChatTemplate::gemma);
+  std::string out = bos;
+  for (const auto& msg : messages) {
+    out += "<start_of_turn>" + std::string(msg.role == "assistant" ? "model" : "user") + "\n" + trim(msg.content) +
+           "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
 }  // namespace
 
 ChatTemplate detect_chat_template(std::string_view text, std::string_view architecture) {
@@ -182,6 +194,7 @@ ChatTemplate detect_chat_template(std::string_view text, std::string_view archit
   if (has("<|im_start|>")) return ChatTemplate::chatml;
   if (has("<|start_header_id|>")) return ChatTemplate::llama3;
   if (has("[INST]")) return has("<<SYS>>") ? ChatTemplate::llama2 : ChatTemplate::mistral;
+  if (has("<start_of_turn>")) return ChatTemplate::gemma;
   if (text.empty() && architecture.substr(0, 4) == "qwen") return ChatTemplate::chatml;
   return ChatTemplate::none;
 }
@@ -192,6 +205,7 @@ ChatTemplate Tokenizer::chat_template_kind() const {
   // No template text: the vocabulary's turn markers tell the family.
   if (token_to_id("<|start_header_id|>")) return ChatTemplate::llama3;
   if (token_to_id("<|im_start|>")) return ChatTemplate::chatml;
+  if (token_to_id("<start_of_turn>")) return ChatTemplate::gemma;
   return ChatTemplate::none;
 }
 
@@ -215,11 +229,14 @@ std::string Tokenizer::apply_chat_template(ChatTemplate kind, const std::vector<
     case ChatTemplate::mistral:
       check_roles(messages, false, kind);
       return mistral(messages, text(bos()), text(eos()));
+    case ChatTemplate::gemma:
+      check_roles(messages, false, kind);
+      return gemma(messages, add_generation_prompt, text(bos()));
     case ChatTemplate::none: break;
   }
   throw Error("apply_chat_template: no known chat template family (chat_template is " +
               (impl_->chat_template.empty() ? std::string("empty") : "\"" + impl_->chat_template.substr(0, 80) + "...\"") +
-              "; known: chatml, llama3, llama2, mistral)");
+              "; known: chatml, llama3, llama2, mistral, gemma)");
 }
 
 }  // namespace kiln::llm

@@ -116,6 +116,13 @@ MISTRAL = (r"{{ bos_token }}{% for message in messages %}{% if (message['role'] 
            r"{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}"
            r"{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}")
 
+GEMMA = (r"{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+         r"{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+         r"{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+         r"{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}"
+         r"{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+         r"{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
+
 FAMILIES = {
     "llama3": (LLAMA3, "<|begin_of_text|>", "<|eot_id|>", True),
     "llama31": (LLAMA31, "<|begin_of_text|>", "<|eot_id|>", True),
@@ -125,6 +132,7 @@ FAMILIES = {
     "chatml": (CHATML, "<|endoftext|>", "<|im_end|>", True),
     "llama2": (LLAMA2, "<s>", "</s>", True),
     "mistral": (MISTRAL, "<s>", "</s>", False),
+    "gemma": (GEMMA, "<bos>", "<eos>", False),
 }
 
 S = {"role": "system", "content": "You are terse.\n"}
