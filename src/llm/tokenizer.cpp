@@ -103,7 +103,7 @@ void Tokenizer::Impl::encode_word(const std::string& word, std::vector<int32_t>&
   };
   std::vector<Sym> sym;
   for (size_t i = 0; i < word.size();) {
-    size_t n = byte_level ? byte_to_unicode(static_cast<uint8_t>(word[i])).size() : utf8_char_len(word, i);
+    size_t n = utf8_char_len(word, i);  // byte-level words are in the alphabet: one character per byte
     auto it = ids.find(word.substr(i, n));
     sym.push_back({it == ids.end() ? -1 : it->second, static_cast<int>(sym.size()) - 1,
                    static_cast<int>(sym.size()) + 1, i, n});
@@ -343,10 +343,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::string out;
   for (int32_t id : ids) {
-    if (skip_special && is_control(id)) {
-      (void)id_to_token(id);  // still range-checked
-      continue;
-    }
+    if (skip_special && is_control(id)) continue;
     std::string p = token_to_piece(id);
     if (out.empty() && impl_->strip_leading_space && !p.empty() && p[0] == ' ' && !is_control(id)) p.erase(0, 1);
     out += p;
