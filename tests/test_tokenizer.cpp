@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -227,6 +228,28 @@ TEST(Tokenizer, StreamDecoderHoldsBackPartialCharacters) {
   }
 }
 
+TEST(Tokenizer, EncodesFromManyThreads) {
+  REQUIRE_REF();
+  // The word cache is shared: threads encoding the same texts agree.
+  Tokenizer tok = Tokenizer::from_file(ref_dir() + "/llama3.json");
+  json ref = read_json(ref_dir() + "/llama3.ref.json");
+  std::vector<std::string> texts;
+  for (const auto& t : ref["texts"]) texts.push_back(t.get<std::string>());
+  std::vector<std::vector<std::vector<int32_t>>> got(4);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      for (size_t i = 0; i < texts.size(); ++i) got[w].push_back(tok.encode(texts[(i + 97 * w) % texts.size()]));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int w = 0; w < 4; ++w) {
+    for (size_t i = 0; i < texts.size(); ++i) {
+      EXPECT_EQ(got[w][i], ref["ids"][(i + 97 * w) % texts.size()].get<std::vector<int32_t>>()) << w << " " << i;
+    }
+  }
+}
+
 TEST(Tokenizer, StreamDecoderFlushesInvalidTails) {
   REQUIRE_REF();
   Tokenizer tok = Tokenizer::from_file(ref_dir() + "/gpt2.json");
@@ -310,6 +333,7 @@ TEST(ChatTemplate, MatchesTheJinjaTemplates) {
 TEST(ChatTemplate, DetectionAndErrors) {
   EXPECT_EQ(detect_chat_template("{{ '<|im_start|>' + role }}"), ChatTemplate::chatml);
   EXPECT_EQ(detect_chat_template("", "qwen2"), ChatTemplate::chatml);
+  EXPECT_EQ(detect_chat_template("", "gemma2"), ChatTemplate::gemma);
   EXPECT_EQ(detect_chat_template("", "llama"), ChatTemplate::none);
   EXPECT_EQ(detect_chat_template("{{ '[INST] ' }}"), ChatTemplate::mistral);
   TokenizerSpec spec;

@@ -196,6 +196,7 @@ ChatTemplate detect_chat_template(std::string_view text, std::string_view archit
   if (has("[INST]")) return has("<<SYS>>") ? ChatTemplate::llama2 : ChatTemplate::mistral;
   if (has("<start_of_turn>")) return ChatTemplate::gemma;
   if (text.empty() && architecture.substr(0, 4) == "qwen") return ChatTemplate::chatml;
+  if (text.empty() && architecture.substr(0, 5) == "gemma") return ChatTemplate::gemma;
   return ChatTemplate::none;
 }
 
