@@ -239,7 +239,7 @@ TEST(Tokenizer, EncodesFromManyThreads) {
   std::vector<std::thread> threads;
   for (int w = 0; w < 4; ++w) {
     threads.emplace_back([&, w] {
-      for (size_t i = 0; i < texts.size(); ++i) got[w].push_back(tok.encode(texts[(i + 97 * w) % texts.size()]));
+      for (size_t i = 0; i < texts.size(); ++i) got[w].push_back(tok.encode(texts[(i + 97 * w) % texts.size()], true, /*parse_special=*/true));
     });
   }
   for (auto& t : threads) t.join();
