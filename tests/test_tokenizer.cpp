@@ -239,7 +239,9 @@ TEST(Tokenizer, EncodesFromManyThreads) {
   std::vector<std::thread> threads;
   for (int w = 0; w < 4; ++w) {
     threads.emplace_back([&, w] {
-      for (size_t i = 0; i < texts.size(); ++i) got[w].push_back(tok.encode(texts[(i + 97 * w) % texts.size()], true, /*parse_special=*/true));
+      for (size_t i = 0; i < texts.size(); ++i) {
+        got[w].push_back(tok.encode(texts[(i + 97 * w) % texts.size()], true, /*parse_special=*/true));
+      }
     });
   }
   for (auto& t : threads) t.join();
@@ -309,7 +311,8 @@ TEST(ChatTemplate, MatchesTheJinjaTemplates) {
   json ref = read_json(path.string());
   std::filesystem::remove(path);
   std::map<std::string, ChatTemplate> want_kind = {
-      {"llama3", ChatTemplate::llama3}, {"llama31", ChatTemplate::llama3}, {"qwen25", ChatTemplate::chatml}, {"qwen3", ChatTemplate::chatml},
+      {"llama3", ChatTemplate::llama3}, {"llama31", ChatTemplate::llama3}, {"qwen25", ChatTemplate::chatml},
+      {"qwen3", ChatTemplate::chatml},
       {"smollm2", ChatTemplate::chatml}, {"chatml", ChatTemplate::chatml}, {"llama2", ChatTemplate::llama2},
       {"mistral", ChatTemplate::mistral}, {"gemma", ChatTemplate::gemma}};
   for (auto& [name, family] : ref.items()) {
@@ -323,7 +326,9 @@ TEST(ChatTemplate, MatchesTheJinjaTemplates) {
     EXPECT_EQ(tok.chat_template_kind(), want_kind.at(name)) << name;
     for (const auto& c : family["cases"]) {
       std::vector<ChatMessage> messages;
-      for (const auto& m : c["messages"]) messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+      for (const auto& m : c["messages"]) {
+        messages.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+      }
       std::string got = tok.apply_chat_template(messages, c["add_generation_prompt"].get<bool>());
       EXPECT_EQ(got, c["text"].get<std::string>()) << name << " " << c["messages"].dump();
     }

@@ -236,7 +236,8 @@ std::string Tokenizer::apply_chat_template(ChatTemplate kind, const std::vector<
     case ChatTemplate::none: break;
   }
   throw Error("apply_chat_template: no known chat template family (chat_template is " +
-              (impl_->chat_template.empty() ? std::string("empty") : "\"" + impl_->chat_template.substr(0, 80) + "...\"") +
+              (impl_->chat_template.empty() ? std::string("empty")
+                                            : "\"" + impl_->chat_template.substr(0, 80) + "...\"") +
               "; known: chatml, llama3, llama2, mistral, gemma)");
 }
 

@@ -15,9 +15,11 @@ const char* const kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^
 
 namespace {
 const char* const kLlama3Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 const char* const kQwen2Regex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N})"
+    R"(| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 }  // namespace
 
 std::vector<std::string> pre_tokenizer_regexes(const std::string& pre) {
@@ -30,7 +32,8 @@ std::vector<std::string> pre_tokenizer_regexes(const std::string& pre) {
   // SmolLM: Digits(individual_digits) then GPT-2's ByteLevel regex.
   if (pre == "smollm") return {R"(\p{N})", kGpt2Regex};
   throw Error("Tokenizer: unsupported tokenizer.ggml.pre \"" + pre +
-              "\" (known: default, gpt-2, llama-bpe, llama3, qwen2, smollm, falcon3, dbrx, smaug-bpe, deepseek-r1-qwen)");
+              "\" (known: default, gpt-2, llama-bpe, llama3, qwen2, smollm, falcon3, dbrx, smaug-bpe, "
+              "deepseek-r1-qwen)");
 }
 
 Regex::Regex(const std::string& pattern) {

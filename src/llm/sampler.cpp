@@ -39,7 +39,9 @@ std::vector<TokenCandidate> candidates(std::span<const float> logits) {
 void apply_penalties(std::vector<TokenCandidate>& c, std::span<const int32_t> recent, float repeat,
                      float frequency, float presence) {
   if (recent.empty() || (repeat == 1.0f && frequency == 0.0f && presence == 0.0f)) return;
-  if (!(repeat > 0.0f)) throw Error("sampling::apply_penalties: repeat penalty must be > 0, got " + std::to_string(repeat));
+  if (!(repeat > 0.0f)) {
+    throw Error("sampling::apply_penalties: repeat penalty must be > 0, got " + std::to_string(repeat));
+  }
   std::unordered_map<int32_t, int> count;
   for (int32_t t : recent) ++count[t];
   for (auto& x : c) {
@@ -100,7 +102,8 @@ void apply_min_p(std::vector<TokenCandidate>& c, float min_p, size_t min_keep) {
 
 void apply_temperature(std::vector<TokenCandidate>& c, float temperature) {
   if (!(temperature > 0.0f)) {
-    throw Error("sampling::apply_temperature: temperature must be > 0 (use greedy), got " + std::to_string(temperature));
+    throw Error("sampling::apply_temperature: temperature must be > 0 (use greedy), got " +
+                std::to_string(temperature));
   }
   for (auto& x : c) x.logit /= temperature;
 }

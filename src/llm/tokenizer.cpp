@@ -390,7 +390,7 @@ const std::string& Tokenizer::chat_template() const { return impl_->chat_templat
 
 namespace {
 
-// Bytes of s from `from` that form complete characters; an invalid byte
+// Takes from s the bytes that form complete characters; an invalid byte
 // becomes U+FFFD. With at_end, an incomplete tail is invalid too.
 std::string take_complete(std::string& s, bool at_end) {
   std::string out;
@@ -427,8 +427,12 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool skip_special, bool
 std::string StreamDecoder::put(int32_t id) {
   int32_t one[1] = {id};
   // Until some text has come out, decode() applies the leading-space rule.
-  std::string p = first_ && starts_text_ ? tokenizer_->decode(one, skip_special_)
-                         : (skip_special_ && tokenizer_->is_control(id) ? std::string() : tokenizer_->token_to_piece(id));
+  std::string p;
+  if (first_ && starts_text_) {
+    p = tokenizer_->decode(one, skip_special_);
+  } else if (!(skip_special_ && tokenizer_->is_control(id))) {
+    p = tokenizer_->token_to_piece(id);
+  }
   if (!p.empty()) first_ = false;
   pending_ += p;
   return take_complete(pending_, false);

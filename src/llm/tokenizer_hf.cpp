@@ -43,7 +43,8 @@ void read_pre_tokenizer(const json& p, Tokenizer::Impl& m) {
   } else if (type == "Split") {
     if (p.value("behavior", "") != "Isolated" || p.value("invert", false)) unsupported("Split behaviour", p);
     const json& pat = p.at("pattern");
-    std::string re = pat.contains("Regex") ? pat["Regex"].get<std::string>() : regex_escape(pat.at("String").get<std::string>());
+    std::string re = pat.contains("Regex") ? pat["Regex"].get<std::string>()
+                                           : regex_escape(pat.at("String").get<std::string>());
     m.pre.push_back(std::make_unique<Regex>(re));
   } else if (type == "Digits") {
     m.pre.push_back(std::make_unique<Regex>(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)"));
@@ -186,7 +187,9 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
         if ((m.eos = find(t)) >= 0) break;
       }
     }
-    if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) m.chat_template = cfg["chat_template"].get<std::string>();
+    if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
+      m.chat_template = cfg["chat_template"].get<std::string>();
+    }
     m.finish(kOrigin);
 
     const json& merges = model.value("merges", json::array());
