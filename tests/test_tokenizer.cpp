@@ -272,6 +272,63 @@ TEST(Tokenizer, StreamDecoderFlushesInvalidTails) {
   EXPECT_EQ(dec.put(*tok.token_to_id("a")), "a");
 }
 
+// Without the python oracles: hand-made vocabularies with known answers.
+TEST(Tokenizer, HandMadeByteLevelMergesByRank) {
+  TokenizerSpec s;  // GPT-2's alphabet: printable bytes are themselves, the rest U+0100...
+  int next = 256;
+  for (int b = 0; b < 256; ++b) {
+    bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    int cp = printable ? b : next++;
+    std::string u = cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                              : std::string{static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
+    s.tokens.push_back(u);
+  }
+  const std::string G = "\xC4\xA0";  // U+0120: the space
+  for (std::string t : {"ll", "he", "hell", "hello", "\xC4\xA0hello"}) s.tokens.push_back(t);
+  s.merges = {"l l", "h e", "he ll", "hell o", G + " hello"};
+  Tokenizer tok(s);
+  EXPECT_EQ(tok.encode("hello hello"), (std::vector<int32_t>{259, 260}));
+  EXPECT_EQ(tok.encode("hellx"), (std::vector<int32_t>{258, 'x'}));
+  EXPECT_EQ(tok.encode(" \n"), (std::vector<int32_t>{' ', '\n'}));  // no merge: the bytes themselves
+  EXPECT_EQ(tok.token_to_piece(260), " hello");
+  EXPECT_EQ(tok.decode(tok.encode("ab\xF0\x9F\x98\x80 hello")), "ab\xF0\x9F\x98\x80 hello");
+}
+
+TEST(Tokenizer, HandMadeSentencePieceMergesByScore) {
+  TokenizerSpec s;
+  s.model = "llama";
+  s.tokens = {"<unk>", "<s>", "</s>"};
+  s.token_type = {2, 3, 3};
+  for (int b = 0; b < 256; ++b) {
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
+    s.tokens.push_back(hex);
+    s.token_type.push_back(6);
+  }
+  const std::string M = "\xE2\x96\x81";  // U+2581
+  std::vector<std::pair<std::string, float>> pieces = {
+      {M, -10}, {"h", -10}, {"e", -10}, {"l", -10}, {"o", -10}, {M + "h", -1},
+      {"he", -2}, {"ll", -3}, {M + "he", -0.5f}, {"llo", -4}, {M + "hello", -5}};
+  s.scores.assign(s.tokens.size(), 0.0f);
+  for (auto& [p, score] : pieces) {
+    s.tokens.push_back(p);
+    s.token_type.push_back(1);
+    s.scores.push_back(score);
+  }
+  s.bos_id = 1;
+  s.eos_id = 2;
+  s.unk_id = 0;
+  Tokenizer tok(s);
+  // ▁h (-1) first, then ▁he (-0.5), ll (-3), llo (-4), ▁hello (-5).
+  EXPECT_EQ(tok.encode("hello"), (std::vector<int32_t>{1, 269}));
+  EXPECT_EQ(tok.encode("hello", false), (std::vector<int32_t>{269}));
+  // é is not in the vocabulary: its UTF-8 bytes C3 A9 as byte tokens.
+  EXPECT_EQ(tok.encode("h\xC3\xA9", false), (std::vector<int32_t>{264, 3 + 0xC3, 3 + 0xA9}));
+  EXPECT_EQ(tok.decode(tok.encode("h\xC3\xA9 hello", false)), "h\xC3\xA9 hello");
+  EXPECT_EQ(tok.decode(tok.encode("hello"), /*skip_special=*/false), "<s> hello");  // as HF's Strip decoder
+  EXPECT_TRUE(tok.is_eog(2));
+}
+
 TEST(Tokenizer, BadInputsAreErrors) {
   TokenizerSpec s;
   s.model = "gpt2";
