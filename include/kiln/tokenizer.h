@@ -15,8 +15,9 @@
 //
 // Differences from Hugging Face worth knowing: normalizers other than
 // Prepend/Replace (the SentencePiece ones), e.g. Qwen 2's NFC, are not applied;
-// chat templates are not run by a Jinja engine: the common families are
-// recognised and written by hand (see apply_chat_template).
+// added tokens' lstrip/rstrip/normalized flags are ignored; chat templates are
+// not run by a Jinja engine: the common families are recognised and written
+// by hand (see apply_chat_template).
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -72,8 +73,9 @@ ChatTemplate detect_chat_template(std::string_view template_text, std::string_vi
 class Tokenizer {
  public:
   // Hugging Face tokenizer.json (BPE models). from_file also reads a
-  // tokenizer_config.json next to it, when present, for the bos/eos tokens,
-  // add_bos_token/add_eos_token and chat_template.
+  // tokenizer_config.json next to it, when present, for the bos/eos/pad
+  // tokens and chat_template; whether bos/eos frame a text comes from the
+  // tokenizer.json's post-processor, as in `tokenizers`.
   static Tokenizer from_file(const std::string& tokenizer_json_path);
   static Tokenizer from_json(std::string_view tokenizer_json, std::string_view tokenizer_config_json = {});
   explicit Tokenizer(const TokenizerSpec& spec);
