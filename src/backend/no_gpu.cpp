@@ -3,6 +3,7 @@
 #include "core/allocator.h"
 #include "core/array_desc.h"
 #include "core/primitives.h"
+#include "core/primitives_index.h"
 #include "core/primitives_sort.h"
 #include "core/scheduler.h"
 #include "kiln/error.h"
