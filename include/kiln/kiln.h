@@ -5,6 +5,7 @@
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
+#include "kiln/export.h"
 #include "kiln/fast.h"
 #include "kiln/io.h"
 #include "kiln/memory.h"
