@@ -3,6 +3,7 @@
 // item or data. Each op checks its arguments and throws kiln::Error naming
 // the op, the shapes and the dtypes. The trailing StreamOrDevice picks where
 // the op runs (default: the default stream of the default device).
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <utility>
@@ -325,10 +326,18 @@ std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDe
 // steps may be negative; out-of-range bounds are clamped as in Python.
 array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevice s = {});
 array slice(const array& a, Shape start, Shape stop, StreamOrDevice s = {});
+// Brace lists pick the static forms (as MLX), not the dynamic ones below.
+inline array slice(const array& a, std::initializer_list<int> start, Shape stop, Shape strides, StreamOrDevice s = {}) {
+  return slice(a, Shape(start), std::move(stop), std::move(strides), s);
+}
 // A copy of src with the slice replaced by update (broadcast to the slice).
 array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides,
                    StreamOrDevice s = {});
 array slice_update(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+inline array slice_update(const array& src, const array& update, std::initializer_list<int> start, Shape stop,
+                          StreamOrDevice s = {}) {
+  return slice_update(src, update, Shape(start), std::move(stop), s);
+}
 // Dynamic slices: start (an integer array of one value per entry of axes,
 // read on the device at evaluation, no host sync) gives the slice's start on
 // those axes, 0 on the others. slice takes slice_size (one per dimension);

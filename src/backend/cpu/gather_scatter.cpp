@@ -10,6 +10,7 @@
 // A scatter whose slices have no free part (scalar updates) runs on one
 // thread. The dynamic slice is a view (its start is read when it runs).
 #include <algorithm>
+#include <cstring>
 #include <optional>
 #include <type_traits>
 
@@ -135,8 +136,13 @@ void GatherSlices::eval_cpu(const std::vector<array>& inputs, array& out) {
   const char* src = detail::data_ptr(a);
   char* dst = detail::data_ptr(out);
   Strides dense = row_major_strides(slice_sizes_);
+  // Single elements (MLX's a[i, j] indexing) skip the strided copy's setup.
   auto copy_one = [&](int64_t i) {
-    cpu::copy_strided(src + off[i] * item, d.dtype, slice_sizes_, d.strides, dst + i * inner * item, d.dtype, dense);
+    if (inner == 1) {
+      std::memcpy(dst + i * item, src + off[i] * item, item);
+    } else {
+      cpu::copy_strided(src + off[i] * item, d.dtype, slice_sizes_, d.strides, dst + i * inner * item, d.dtype, dense);
+    }
   };
   int64_t n = static_cast<int64_t>(off.size());
   // Few large slices: one after another, each copy spread over the cores.
