@@ -318,7 +318,8 @@ void register_gather() {
          .primitive = "View",
          .name = test::fmt(t.a) + " " + dtype_name(t.from) + " as " + dtype_name(t.to),
          .fn = [to = t.to](const Arrays& x) { return Arrays{view(x[0], to)}; },
-         .inputs = {t.from == int64 ? in(t.a, -1e6, 1e6) : in(t.a)},
+         // A fixed dtype: the reference sees the input's own type (not float64).
+         .inputs = {t.from == int64 ? fixed(t.a, int64, -1e6, 1e6) : fixed(t.a, t.from, -2, 2)},
          .dtypes = {t.from},
          .ref = [t](const Arrays& x) {
            auto v = values(x[0]);
