@@ -6,6 +6,7 @@
 #include "kiln/dtype.h"
 #include "kiln/einsum.h"
 #include "kiln/error.h"
+#include "kiln/export.h"
 #include "kiln/fast.h"
 #include "kiln/io.h"
 #include "kiln/linalg.h"

@@ -3,6 +3,7 @@
 // item or data. Each op checks its arguments and throws kiln::Error naming
 // the op, the shapes and the dtypes. The trailing StreamOrDevice picks where
 // the op runs (default: the default stream of the default device).
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -68,6 +69,15 @@ array eye(int n, int m, int k, StreamOrDevice s = {});  // float32
 array eye(int n, StreamOrDevice s = {});                // float32
 
 array astype(const array& a, Dtype dtype, StreamOrDevice s = {});
+// A view of a's elements in row-major order with the given shape, strides
+// and offset (in elements); a non-contiguous a is copied first (MLX). The
+// view must stay inside a's elements: kiln::Error otherwise (MLX does not
+// check).
+array as_strided(array a, Shape shape, Strides strides, size_t offset, StreamOrDevice s = {});
+// a's bytes read as dtype (a bitcast). A larger item size merges elements
+// of the last axis (its byte size must divide), a smaller one splits them;
+// a scalar may only change to a type of the same size.
+array view(const array& a, const Dtype& dtype, StreamOrDevice s = {});
 // A new array with its own buffer, same layout semantics (row-major).
 array copy(const array& a, StreamOrDevice s = {});
 // Row-major contiguous: a view of a when it already is, else a copy.
@@ -317,10 +327,28 @@ std::vector<array> broadcast_arrays(const std::vector<array>& inputs, StreamOrDe
 // steps may be negative; out-of-range bounds are clamped as in Python.
 array slice(const array& a, Shape start, Shape stop, Shape strides, StreamOrDevice s = {});
 array slice(const array& a, Shape start, Shape stop, StreamOrDevice s = {});
+// Brace lists pick the static forms (as MLX), not the dynamic ones below.
+inline array slice(const array& a, std::initializer_list<int> start, Shape stop, Shape strides, StreamOrDevice s = {}) {
+  return slice(a, Shape(start), std::move(stop), std::move(strides), s);
+}
 // A copy of src with the slice replaced by update (broadcast to the slice).
 array slice_update(const array& src, const array& update, Shape start, Shape stop, Shape strides,
                    StreamOrDevice s = {});
 array slice_update(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+inline array slice_update(const array& src, const array& update, std::initializer_list<int> start, Shape stop,
+                          StreamOrDevice s = {}) {
+  return slice_update(src, update, Shape(start), std::move(stop), s);
+}
+// Dynamic slices: start (an integer array of one value per entry of axes,
+// read on the device at evaluation, no host sync) gives the slice's start on
+// those axes, 0 on the others. slice takes slice_size (one per dimension);
+// slice_update writes update (broadcast to the slice, its shape the slice's
+// size). Deliberate difference: MLX leaves starts out of range undefined;
+// Kiln wraps a negative start once (start + dim) and then clamps it to
+// [0, dim - size] so the slice stays inside the array.
+array slice(const array& a, const array& start, std::vector<int> axes, Shape slice_size, StreamOrDevice s = {});
+array slice_update(const array& src, const array& update, const array& start, std::vector<int> axes,
+                   StreamOrDevice s = {});
 // Gathers along axis; negative indices count from the end; an index out of
 // range throws kiln::Error at evaluation.
 array take(const array& a, const array& indices, int axis, StreamOrDevice s = {});
@@ -332,6 +360,35 @@ array take_along_axis(const array& a, const array& indices, int axis, StreamOrDe
 // put_along_axis with repeated indices keeps one of the values written.
 array put_along_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
 array scatter_add_axis(const array& a, const array& indices, const array& values, int axis, StreamOrDevice s = {});
+// MLX's gather: the index arrays (one per axis in axes, integer, broadcast
+// together to a shape I) pick the start of a slice of size slice_sizes (one
+// per dimension of a) on those axes, 0 on the others; the result has shape
+// I + slice_sizes. Negative indices count from the end. Unlike MLX (which
+// does not check), an index whose slice leaves the array throws
+// kiln::Error at evaluation (on the GPU: at the next synchronization).
+array gather(const array& a, const std::vector<array>& indices, const std::vector<int>& axes, const Shape& slice_sizes,
+             StreamOrDevice s = {});
+array gather(const array& a, const array& indices, int axis, const Shape& slice_sizes, StreamOrDevice s = {});
+// MLX's scatters: a copy of a with updates (shape I + a slice shape of a's
+// rank, each dimension at most a's) written (scatter), added, multiplied,
+// maxed or minned at the slices the indices start (as gather). Repeated
+// indices accumulate for add/prod/max/min; scatter keeps one of the values
+// written (the last on the CPU, any on the GPU). Bounds are checked as in gather.
+array scatter(const array& a, const std::vector<array>& indices, const array& updates, const std::vector<int>& axes,
+              StreamOrDevice s = {});
+array scatter(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+array scatter_add(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes, StreamOrDevice s = {});
+array scatter_add(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+array scatter_prod(const array& a, const std::vector<array>& indices, const array& updates,
+                   const std::vector<int>& axes, StreamOrDevice s = {});
+array scatter_prod(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+array scatter_max(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes, StreamOrDevice s = {});
+array scatter_max(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
+array scatter_min(const array& a, const std::vector<array>& indices, const array& updates,
+                  const std::vector<int>& axes, StreamOrDevice s = {});
+array scatter_min(const array& a, const array& indices, const array& updates, int axis, StreamOrDevice s = {});
 array concatenate(const std::vector<array>& arrays, int axis, StreamOrDevice s = {});
 array concatenate(const std::vector<array>& arrays, StreamOrDevice s = {});  // flattened
 array stack(const std::vector<array>& arrays, int axis, StreamOrDevice s = {});

@@ -4,6 +4,7 @@
 #include "core/array_desc.h"
 #include "core/primitives.h"
 #include "core/primitives_linalg.h"
+#include "core/primitives_index.h"
 #include "core/primitives_sort.h"
 #include "core/scheduler.h"
 #include "kiln/error.h"

@@ -308,7 +308,7 @@ class StopGradient : public Primitive {
 #define KILN_FOR_EACH_PRIMITIVE(X) \
   X(Unary) X(Binary) X(Select) X(Copy) X(Arange) X(Reshape) X(Transpose) X(Broadcast) X(Slice) \
   X(SliceUpdate) X(Reduce) X(ArgReduce) X(Softmax) X(Matmul) X(Gather) X(GatherAxis) X(Concatenate) X(RandomBits) \
-  X(ScatterAxis) \
+  X(ScatterAxis) X(GatherSlices) X(Scatter) X(DynamicSlice) X(DynamicSliceUpdate) X(AsStrided) X(View) \
   X(Sort) X(ArgSort) X(Partition) X(ArgPartition) X(SearchSorted) X(Scan) \
   X(ScaledDotProductAttention) \
   X(Dequantize) X(QuantizedMatmul) X(GatherQMM) \

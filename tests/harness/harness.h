@@ -63,6 +63,7 @@ void register_elementwise();
 void register_reduce();
 void register_shape();
 void register_index();
+void register_gather();  // gather / scatter family, dynamic slices, as_strided, view
 void register_creation();
 void register_composite();  // ops written with other ops: primitive "composite"
 void register_sort();       // sorting, selection and scans

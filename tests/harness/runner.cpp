@@ -33,6 +33,7 @@ void register_all() {
     register_reduce();
     register_shape();
     register_index();
+    register_gather();
     register_creation();
     register_composite();
     register_sort();

@@ -6,15 +6,15 @@
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
+#include "backend/cpu/indices.h"
 #include "backend/cpu/threading.h"
 #include "core/array_desc.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 
 namespace kiln {
-namespace {
+namespace cpu {
 
-// Reads index i of an integer index array as int64 (any integer dtype).
 int64_t read_index(const char* p, Dtype t, int64_t i) {
   switch (t) {
     case uint8: return reinterpret_cast<const uint8_t*>(p)[i];
@@ -29,11 +29,10 @@ int64_t read_index(const char* p, Dtype t, int64_t i) {
     case int32: return reinterpret_cast<const int32_t*>(p)[i];
     case int64: return reinterpret_cast<const int64_t*>(p)[i];
     case bool_: return reinterpret_cast<const bool*>(p)[i];
-    default: throw Error(std::string("[take] indices must be integers, got ") + dtype_name(t));
+    default: throw Error(std::string("[indexing] indices must be integers, got ") + dtype_name(t));
   }
 }
 
-// Row-major int64 copy of an index array, negative values wrapped, range checked.
 std::vector<int64_t> load_indices(const array& idx, int64_t extent, const char* op, const array& a) {
   const auto& d = *idx.desc();
   std::vector<int64_t> out(idx.size());
@@ -58,7 +57,9 @@ std::vector<int64_t> load_indices(const array& idx, int64_t extent, const char* 
   return out;
 }
 
-}  // namespace
+}  // namespace cpu
+
+using cpu::load_indices;
 
 void Gather::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& a = inputs[0];

@@ -5,6 +5,7 @@
 // (nothing is read out of bounds) and written to a deferred-error slot: the
 // next eval or synchronize that waits on the stream throws the same
 // kiln::Error the CPU throws at once (cuda_common.h, index_error_slot).
+#include "backend/cuda/index_read.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
 #include "core/primitives.h"
@@ -12,35 +13,6 @@
 namespace kiln {
 namespace cuda {
 namespace {
-
-__device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i, int64_t extent,
-                                              IndexErrorSlot* err) {
-  int64_t v;
-  switch (t) {
-    case Dtype::uint8: v = reinterpret_cast<const uint8_t*>(p)[i]; break;
-    case Dtype::uint16: v = reinterpret_cast<const uint16_t*>(p)[i]; break;
-    case Dtype::uint32: v = reinterpret_cast<const uint32_t*>(p)[i]; break;
-    case Dtype::uint64: {  // above INT64_MAX is out of range, not negative
-      uint64_t u = reinterpret_cast<const uint64_t*>(p)[i];
-      v = u > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<int64_t>(u);
-      break;
-    }
-    case Dtype::int8: v = reinterpret_cast<const int8_t*>(p)[i]; break;
-    case Dtype::int16: v = reinterpret_cast<const int16_t*>(p)[i]; break;
-    case Dtype::int32: v = reinterpret_cast<const int32_t*>(p)[i]; break;
-    case Dtype::bool_: v = reinterpret_cast<const bool*>(p)[i]; break;
-    default: v = reinterpret_cast<const int64_t*>(p)[i]; break;
-  }
-  int64_t w = v < 0 ? v + extent : v;
-  if (w >= 0 && w < extent) return w;
-  if (err) {
-    // Plain stores (no atomics on host memory): any bad index may win.
-    volatile IndexErrorSlot* e = err;
-    e->value = v;
-    e->flag = 1;
-  }
-  return w < 0 ? 0 : extent - 1;
-}
 
 struct GatherArgs {
   Strided<1> outer;  // a's dims before the axis
@@ -150,16 +122,6 @@ IndexErrorSlot* error_slot(const char* op, const array& a, const array& idx, int
            std::to_string(extent) + "; inputs: " + format_shape(ashape) + " " + dtype_name(at) + ", indices " +
            format_shape(ishape) + " " + dtype_name(it) + " (found on the GPU)";
   });
-}
-
-template <typename Launch>
-void by_item_size(size_t item, Launch&& launch) {
-  switch (item) {
-    case 1: return launch(Tag<uint8_t>{});
-    case 2: return launch(Tag<uint16_t>{});
-    case 4: return launch(Tag<uint32_t>{});
-    default: return launch(Tag<uint64_t>{});
-  }
 }
 
 }  // namespace
