@@ -192,7 +192,9 @@ class File {
   const TensorInfo* find_tensor(const std::string& name) const;  // nullptr when absent
   // The tensor as an array over the mapping (no copy): the dtype of a plain
   // type, uint8 block rows for a block format (mode: block_mode(info.type)).
+  // A kiln::Error for the types Kiln cannot hold (I16, Q8_K, IQ*, ...).
   array tensor(const std::string& name) const;
+  // By info.name: the file's own validated info is used.
   array tensor(const TensorInfo& info) const;
 
   // The mapped bytes of the whole file (for checks that arrays are views).
