@@ -14,14 +14,37 @@
 // {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
 // "__metadata__": {"key": "value"}} padded with spaces to a multiple of 8
 // bytes, then the raw little-endian row-major data of each array. Dtypes:
-// BOOL, U8, U32, I8, I32, I64, F16, BF16, F32, F64.
+// BOOL, U8, U32, I8, I32, I64, F16, BF16, F32, F64; F8_E4M3 and F8_E5M2
+// load as uint8 arrays of the raw fp8 bytes (Kiln has no fp8 dtype yet);
+// I16, U16 and U64 (no Kiln dtype) are a kiln::Error naming the tensor.
+// load_safetensors memory-maps the file: the arrays wrap the read-only
+// mapping with no copy (array::external_read_only: never written, never
+// donated), each keeping the mapping alive. save writes arrays in key order.
+// Difference from MLX: the stream argument of load_safetensors is accepted
+// and unused (the arrays are already available, MLX reads them lazily).
 //
-// Differences from MLX, on purpose: the loaded arrays are copies of the
-// file's data (MLX loads lazily), so load_safetensors takes no stream;
-// arrays are written in key order.
+// .gguf (llama.cpp's format; kiln/gguf.h has the full reader and writer):
+// load_gguf / save_gguf with MLX's semantics. Metadata: scalars become 0-d
+// arrays, arrays of numbers or bools 1-d arrays, strings std::string,
+// arrays of strings std::vector<std::string>; nested arrays are an error
+// (as in MLX); float64 values become float32 (as in MLX). Tensors: Q4_0,
+// Q4_1 and Q8_0 "NAME.weight" become MLX's affine triple NAME.weight
+// (uint32), NAME.scales and NAME.biases (float16), group size 32, bits 4 or
+// 8, as MLX does; the other block formats are dequantized to float16 (as
+// MLX does), lazily. Differences from MLX, on purpose: F32, F16, BF16, F64,
+// I8, I32 and I64 tensors load as their dtype and wrap the memory-mapped
+// file with no copy (MLX copies, and has no BF16/F64/I64 here); uint16 and
+// int16 metadata become uint32 / int32 arrays and uint64 values int64 when
+// they fit (Kiln has no uint16, int16 or uint64 dtype), I16 tensors are an
+// error; save_gguf writes metadata and tensors in key order (MLX: hash
+// order), also writes bfloat16, float64 and int64 tensors and float64
+// metadata, and is byte-identical to gguf-py's GGUFWriter given those keys
+// in that order.
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <variant>
+#include <vector>
 
 #include "kiln/array.h"
 
@@ -48,6 +71,26 @@ void save_safetensors(std::string file, std::unordered_map<std::string, array> a
                       std::unordered_map<std::string, std::string> metadata = {});
 // The arrays and the metadata of a .safetensors file; a malformed file is a
 // kiln::Error naming the file and what is wrong with it.
-SafetensorsLoad load_safetensors(const std::string& file);
+SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice s = {});
+// A sharded checkpoint: `path` is a model.safetensors.index.json (its
+// "weight_map" names the shard of every tensor, relative to the index's
+// directory), or a directory holding one (else a single model.safetensors,
+// else every *.safetensors in it). Each tensor must be in the shard the
+// index names; the metadata is the union of the shards' metadata. Kiln
+// addition (MLX's C++ API has none).
+SafetensorsLoad load_safetensors_sharded(const std::string& path, StreamOrDevice s = {});
+
+using GGUFMetaData = std::variant<std::monostate, array, std::string, std::vector<std::string>>;
+using GGUFLoad = std::pair<std::unordered_map<std::string, array>, std::unordered_map<std::string, GGUFMetaData>>;
+
+// The arrays and metadata of a .gguf file (see above for the conversions).
+GGUFLoad load_gguf(const std::string& file, StreamOrDevice s = {});
+// Writes arrays and metadata to a .gguf file (".gguf" appended when the
+// name does not end with it, as MLX does). Metadata arrays must be 0-d or
+// 1-d and non-empty, of bool, uint8, uint32, int8, int32, int64, float32 or
+// float64; tensors of float32, float16, bfloat16, float64, int8, int32,
+// int64.
+void save_gguf(std::string file, std::unordered_map<std::string, array> array_map,
+               std::unordered_map<std::string, GGUFMetaData> meta_data = {});
 
 }  // namespace kiln

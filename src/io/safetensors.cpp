@@ -85,7 +85,7 @@ void save_safetensors(std::string file, std::unordered_map<std::string, array> a
   if (!out) throw Error("[save_safetensors] writing " + file + " failed");
 }
 
-SafetensorsLoad load_safetensors(const std::string& file) {
+SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error("[load_safetensors] cannot open " + file);
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
