@@ -28,6 +28,7 @@
 
 #include "kiln/array.h"
 #include "kiln/kv_cache.h"
+#include "kiln/tokenizer.h"
 
 namespace kiln::gguf {
 class File;
@@ -75,6 +76,9 @@ ModelConfig config_from_hf_json(const std::string& json_text);
 // ({arch}.block_count, {arch}.attention.head_count_kv, ...; arch "llama",
 // "qwen2" or "qwen3").
 ModelConfig config_from_gguf(const gguf::File& file);
+// The tokenizer.ggml.* metadata of a GGUF file (kiln/tokenizer.h builds
+// the Tokenizer from it).
+TokenizerSpec tokenizer_spec_from_gguf(const gguf::File& file);
 // The rope_theta-based periods of each rotated pair (fast::rope's freqs),
 // with Llama 3's scaling applied; nullopt when plain base^(2i/d) applies.
 std::optional<array> rope_periods(const ModelConfig& config);
@@ -104,17 +108,30 @@ using TensorMap = std::unordered_map<std::string, array>;
 // Tensor name -> GGUF block format ("q4_0", ...) of the uint8 matrices that are blocks.
 using BlockModes = std::unordered_map<std::string, std::string>;
 
+// A model file's contents by Hugging Face name: what Model is built from
+// and what `kiln convert` rewrites.
+struct Checkpoint {
+  ModelConfig config;
+  TensorMap tensors;
+  std::optional<int> group_size, bits;  // MLX affine quantization
+  BlockModes block_modes;               // GGUF block matrices
+};
+// A Hugging Face directory: config.json and model.safetensors or a sharded
+// model.safetensors.index.json (MLX affine-quantized files too:
+// weight/scales/biases and the config's "quantization").
+Checkpoint read_hf_checkpoint(const std::string& dir);
+// A GGUF file with llama.cpp's tensor names (token_embd, blk.N.attn_q,
+// ...) renamed; the arrays stay in the file's mapping (block formats as
+// they are) and keep it alive after the File is gone. Q/K rows stay in the
+// file's order (config.rope_traditional says which).
+Checkpoint read_gguf_checkpoint(const gguf::File& file);
+
 class Model {
  public:
-  // A .gguf file (see from_gguf), or a Hugging Face directory with
-  // config.json and model.safetensors or a sharded
-  // model.safetensors.index.json (MLX affine-quantized files too:
-  // weight/scales/biases and the config's "quantization").
+  // A .gguf file or a Hugging Face directory (the readers above).
   static Model load(const std::string& path);
-  // llama.cpp's tensor names (token_embd, blk.N.attn_q, ...); the weights
-  // stay in the file's mapping (block formats used as they are, never
-  // requantized) and keep it alive after the File is gone.
-  static Model from_gguf(const gguf::File& file);
+  static Model from_checkpoint(const Checkpoint& c);
+  static Model from_gguf(const gguf::File& file) { return from_checkpoint(read_gguf_checkpoint(file)); }
   // Builds a model from tensors named as in Hugging Face files; group_size
   // and bits are those of MLX-quantized (weight, scales, biases) matrices.
   static Model from_tensors(const ModelConfig& config, const TensorMap& tensors,

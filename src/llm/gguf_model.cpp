@@ -94,10 +94,43 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   return c;
 }
 
-Model Model::from_gguf(const gguf::File& f) {
-  const ModelConfig c = config_from_gguf(f);
-  TensorMap tensors;
-  BlockModes modes;
+TokenizerSpec tokenizer_spec_from_gguf(const gguf::File& f) {
+  const std::string k = "tokenizer.ggml.";
+  if (!f.find(k + "tokens")) throw Error("[llm::tokenizer_spec_from_gguf] " + f.path() + " has no tokenizer.ggml.tokens");
+  TokenizerSpec s;
+  auto str = [&](const std::string& key, std::string& out) {
+    if (const gguf::Value* v = f.find(key)) out = v->get<std::string>();
+  };
+  auto id = [&](const std::string& key, int32_t& out) {
+    if (const gguf::Value* v = f.find(key)) out = static_cast<int32_t>(v->to_int());
+  };
+  auto flag = [&](const std::string& key, std::optional<bool>& out) {
+    if (const gguf::Value* v = f.find(key)) out = v->get<bool>();
+  };
+  str(k + "model", s.model);
+  str(k + "pre", s.pre);
+  s.tokens = f.get<std::vector<std::string>>(k + "tokens");
+  if (const gguf::Value* v = f.find(k + "scores")) s.scores = v->get<std::vector<float>>();
+  if (const gguf::Value* v = f.find(k + "token_type")) s.token_type = v->get<std::vector<int32_t>>();
+  if (const gguf::Value* v = f.find(k + "merges")) s.merges = v->get<std::vector<std::string>>();
+  id(k + "bos_token_id", s.bos_id);
+  id(k + "eos_token_id", s.eos_id);
+  id(k + "eot_token_id", s.eot_id);
+  id(k + "unknown_token_id", s.unk_id);
+  id(k + "padding_token_id", s.pad_id);
+  flag(k + "add_bos_token", s.add_bos);
+  flag(k + "add_eos_token", s.add_eos);
+  flag(k + "add_space_prefix", s.add_space_prefix);
+  str("tokenizer.chat_template", s.chat_template);
+  return s;
+}
+
+Checkpoint read_gguf_checkpoint(const gguf::File& f) {
+  Checkpoint cp;
+  cp.config = config_from_gguf(f);
+  const ModelConfig& c = cp.config;
+  TensorMap& tensors = cp.tensors;
+  BlockModes& modes = cp.block_modes;
   for (const gguf::TensorInfo& info : f.tensors()) {
     const std::string name = hf_name(info.name);
     if (name.empty()) continue;
@@ -112,7 +145,7 @@ Model Model::from_gguf(const gguf::File& f) {
     }
     tensors.insert_or_assign(name, a);
   }
-  return from_tensors(c, tensors, std::nullopt, std::nullopt, modes);
+  return cp;
 }
 
 }  // namespace kiln::llm

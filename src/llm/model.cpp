@@ -163,19 +163,18 @@ Model Model::random(const ModelConfig& c, uint64_t seed, Dtype dtype) {
   return from_tensors(c, t);
 }
 
-Model Model::load(const std::string& path) {
+Checkpoint read_hf_checkpoint(const std::string& path) {
   const fs::path dir(path);
-  if (dir.extension() == ".gguf") return from_gguf(gguf::File(path));
   if (!fs::is_directory(dir)) {
-    throw Error("[llm::Model::load] " + path + " is not a directory with config.json and safetensors");
+    throw Error("[llm::read_hf_checkpoint] " + path + " is not a directory with config.json and safetensors");
   }
   const std::string config_text = read_text(dir / "config.json");
-  ModelConfig config = config_from_hf_json(config_text);
-  std::optional<int> group_size, bits;
+  Checkpoint c;
+  c.config = config_from_hf_json(config_text);
   const auto j = nlohmann::json::parse(config_text);
   if (auto q = j.find("quantization"); q != j.end() && q->is_object()) {
-    group_size = q->value("group_size", 64);
-    bits = q->value("bits", 4);
+    c.group_size = q->value("group_size", 64);
+    c.bits = q->value("bits", 4);
   }
   std::set<std::string> files;
   if (fs::exists(dir / "model.safetensors.index.json")) {
@@ -184,11 +183,19 @@ Model Model::load(const std::string& path) {
   } else {
     files.insert("model.safetensors");
   }
-  TensorMap tensors;
   for (const auto& f : files) {
-    for (auto& [name, a] : load_safetensors((dir / f).string()).first) tensors.insert_or_assign(name, a);
+    for (auto& [name, a] : load_safetensors((dir / f).string()).first) c.tensors.insert_or_assign(name, a);
   }
-  return from_tensors(config, tensors, group_size, bits);
+  return c;
+}
+
+Model Model::from_checkpoint(const Checkpoint& c) {
+  return from_tensors(c.config, c.tensors, c.group_size, c.bits, c.block_modes);
+}
+
+Model Model::load(const std::string& path) {
+  if (fs::path(path).extension() == ".gguf") return from_gguf(gguf::File(path));
+  return from_checkpoint(read_hf_checkpoint(path));
 }
 
 std::vector<nn::KVCache> Model::make_caches() const { return std::vector<nn::KVCache>(layers_.size()); }
