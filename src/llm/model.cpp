@@ -74,7 +74,9 @@ const ArrayFn& swiglu() {
 array Linear::operator()(const array& x) const {
   array y = x;
   if (mode == "none") {
-    y = matmul(x, transpose(weight));
+    // In the weight's type: promoting the weight instead would convert the
+    // whole matrix every step (f16 GGUF matrices with f32 norms).
+    y = matmul(x.dtype() == weight.dtype() ? x : astype(x, weight.dtype()), transpose(weight));
   } else if (mode == "affine") {
     y = quantized_matmul(x, weight, *scales, biases, true, group_size, bits, "affine");
   } else {
