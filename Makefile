@@ -3,6 +3,8 @@
 BUILD ?= build
 BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
+BUILD_FUZZ ?= build-fuzz
+FUZZ_SECONDS ?= 20
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 # A compiler cache, where one is installed, makes rebuilds of unchanged files free.
@@ -10,9 +12,10 @@ CCACHE := $(shell command -v ccache 2>/dev/null)
 ifneq ($(CCACHE),)
 CMAKE_FLAGS += -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CUDA_COMPILER_LAUNCHER=$(CCACHE)
 endif
-APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpcre2-dev
+APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev nlohmann-json3-dev libcli11-dev zlib1g-dev \
+  libpcre2-dev clang libclang-rt-14-dev libomp-dev
 
-.PHONY: all build deps test sanitize tsan bench info install clean
+.PHONY: all build deps test sanitize tsan fuzz bench info install clean
 
 all: build
 
@@ -48,6 +51,22 @@ tsan: deps
 	cd $(BUILD_TSAN) && KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --output-on-failure -j $(JOBS) --timeout 900
 
+# libFuzzer on the file parsers (GGUF, safetensors, npy): a clang build of
+# the library with ASan/UBSan, each target run FUZZ_SECONDS from the seeds
+# in tests/fuzz/corpus (new finds go to $(BUILD_FUZZ)/corpus). An input
+# that allocates more than 256 MB is a failure: inputs are at most 64 KB.
+fuzz: deps
+	cmake -S . -B $(BUILD_FUZZ) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DKILN_FUZZ=ON -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_TOOLS=OFF \
+	  -DKILN_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target kiln_fuzz_gguf kiln_fuzz_safetensors kiln_fuzz_npy
+	for t in gguf safetensors npy; do \
+	  mkdir -p $(BUILD_FUZZ)/corpus/$$t && \
+	  KILN_NUM_THREADS=1 OMP_NUM_THREADS=1 $(BUILD_FUZZ)/kiln_fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -malloc_limit_mb=256 -rss_limit_mb=2048 -print_final_stats=1 \
+	    $(BUILD_FUZZ)/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
+	done
+
 bench: build
 	$(BUILD)/kiln bench
 
@@ -58,4 +77,4 @@ install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)

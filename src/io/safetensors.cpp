@@ -1,14 +1,17 @@
 // .safetensors reader and writer (format in include/kiln/io.h). The header
-// is JSON, parsed with nlohmann-json; the data is copied into arrays. Kiln
-// runs on little-endian hosts only (x86-64), so the bytes go as they are.
+// is JSON, parsed with nlohmann-json; the arrays wrap the memory-mapped
+// file. Kiln runs on little-endian hosts only (x86-64), so the bytes go as
+// they are.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "io/array_bytes.h"
+#include "io/mapped_file.h"
 #include "kiln/io.h"
 #include "kiln/ops.h"
 
@@ -32,6 +35,11 @@ const char* safetensors_dtype(Dtype t) {
 }
 
 bool dtype_from_name(const std::string& name, Dtype* out) {
+  // fp8 has no Kiln dtype yet: its bytes load as uint8.
+  if (name == "F8_E4M3" || name == "F8_E5M2") {
+    *out = uint8;
+    return true;
+  }
   for (int i = 0; i < kNumDtypes; ++i) {
     Dtype t = static_cast<Dtype>(i);
     if (name == safetensors_dtype(t)) {
@@ -86,18 +94,18 @@ void save_safetensors(std::string file, std::unordered_map<std::string, array> a
 }
 
 SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("[load_safetensors] cannot open " + file);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (bytes.size() < 8) bad_file(file, "shorter than its 8-byte header length");
+  auto mapped = io::MappedFile::open(file, "[load_safetensors]");
+  const char* bytes = reinterpret_cast<const char*>(mapped->data());
+  const size_t size = mapped->size();
+  if (size < 8) bad_file(file, "shorter than its 8-byte header length");
   uint64_t header_size;
-  std::memcpy(&header_size, bytes.data(), 8);
-  if (header_size > bytes.size() - 8) bad_file(file, "header length " + std::to_string(header_size) + " past the end");
-  const char* data = bytes.data() + 8 + header_size;
-  const size_t data_size = bytes.size() - 8 - header_size;
+  std::memcpy(&header_size, bytes, 8);
+  if (header_size > size - 8) bad_file(file, "header length " + std::to_string(header_size) + " past the end");
+  const size_t data_start = 8 + header_size;
+  const size_t data_size = size - data_start;
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(static_cast<const char*>(bytes.data() + 8), data);
+    header = nlohmann::json::parse(bytes + 8, bytes + data_start);
   } catch (const nlohmann::json::exception& e) {
     bad_file(file, std::string("header is not JSON: ") + e.what());
   }
@@ -114,9 +122,10 @@ SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice) {
       continue;
     }
     try {
+      const std::string dtype_str = entry.at("dtype").get<std::string>();
       Dtype dtype;
-      if (!dtype_from_name(entry.at("dtype").get<std::string>(), &dtype)) {
-        bad_file(file, name + " has unsupported dtype " + entry.at("dtype").dump());
+      if (!dtype_from_name(dtype_str, &dtype)) {
+        bad_file(file, name + " has dtype " + dtype_str + ", which Kiln has no dtype for");
       }
       Shape shape;
       size_t count = 1;
@@ -133,15 +142,87 @@ SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice) {
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
           offsets[1] - offsets[0] != count * size_of(dtype)) {
         bad_file(file, name + " has data_offsets " + entry.at("data_offsets").dump() + " that do not fit its " +
-                           std::to_string(count) + " " + dtype_name(dtype) + " elements in " +
-                           std::to_string(data_size) + " data bytes");
+                           std::to_string(count) + " " + dtype_str + " elements in " + std::to_string(data_size) +
+                           " data bytes");
       }
-      result.first.insert_or_assign(name, io::make_array(data + offsets[0], count, shape, dtype));
+      const size_t at = data_start + offsets[0];
+      if (dtype == bool_) {
+        // A bool byte other than 0 or 1 is undefined behaviour to read.
+        for (size_t i = 0; i < count; ++i) {
+          if (mapped->data()[at + i] > 1) bad_file(file, name + " has a BOOL byte that is neither 0 nor 1");
+        }
+      }
+      result.first.insert_or_assign(name, io::mapped_array(mapped, at, shape, dtype));
     } catch (const nlohmann::json::exception& e) {
       bad_file(file, "entry " + name + " is malformed: " + e.what());
     }
   }
   return result;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+void merge_shard(SafetensorsLoad& into, SafetensorsLoad&& shard, const std::string& shard_file) {
+  for (auto& [name, a] : shard.first) {
+    if (!into.first.emplace(name, a).second) {
+      throw Error("[load_safetensors_sharded] " + name + " is in more than one shard (again in " + shard_file + ")");
+    }
+  }
+  for (auto& [k, v] : shard.second) into.second.emplace(k, v);
+}
+
+SafetensorsLoad load_index(const fs::path& index, StreamOrDevice s) {
+  const std::string op = "[load_safetensors_sharded] " + index.string();
+  std::ifstream in(index);
+  if (!in) throw Error(op + ": cannot open");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(op + ": not JSON: " + e.what());
+  }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) {
+    throw Error(op + ": has no \"weight_map\" object");
+  }
+  std::map<std::string, std::vector<std::string>> by_shard;
+  for (auto& [name, shard] : j["weight_map"].items()) {
+    if (!shard.is_string()) throw Error(op + ": the shard of " + name + " is not a string");
+    by_shard[shard.get<std::string>()].push_back(name);
+  }
+  SafetensorsLoad out;
+  for (auto& [shard, names] : by_shard) {
+    const std::string path = (index.parent_path() / shard).string();
+    SafetensorsLoad part = load_safetensors(path, s);
+    for (const auto& name : names) {
+      if (!part.first.count(name)) throw Error(op + ": " + name + " is not in its shard " + path);
+    }
+    merge_shard(out, std::move(part), path);
+  }
+  return out;
+}
+
+}  // namespace
+
+SafetensorsLoad load_safetensors_sharded(const std::string& path, StreamOrDevice s) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (!fs::is_directory(p, ec)) {
+    if (!fs::exists(p, ec)) throw Error("[load_safetensors_sharded] " + path + " does not exist");
+    return load_index(p, s);
+  }
+  if (fs::exists(p / "model.safetensors.index.json", ec)) return load_index(p / "model.safetensors.index.json", s);
+  if (fs::exists(p / "model.safetensors", ec)) return load_safetensors((p / "model.safetensors").string(), s);
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(p, ec)) {
+    if (e.path().extension() == ".safetensors") files.push_back(e.path().string());
+  }
+  if (files.empty()) throw Error("[load_safetensors_sharded] " + path + " holds no .safetensors file");
+  std::sort(files.begin(), files.end());
+  SafetensorsLoad out;
+  for (const auto& f : files) merge_shard(out, load_safetensors(f, s), f);
+  return out;
 }
 
 }  // namespace kiln
