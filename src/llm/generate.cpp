@@ -30,7 +30,8 @@ GenerateStats generate(const Model& model, const std::vector<int32_t>& prompt, c
                   std::to_string(vocab));
     }
   }
-  StreamContext ctx(opt.stream);
+  std::optional<StreamContext> ctx;
+  if (!std::holds_alternative<std::monostate>(opt.stream)) ctx.emplace(opt.stream);
   std::vector<nn::KVCache> caches = model.make_caches();
   GenerateStats stats;
   stats.prompt_tokens = static_cast<int>(prompt.size());
