@@ -59,6 +59,11 @@ TEST(LlmCli, GenerateOnTheDefaultRandomModel) {
 
   // Greedy is deterministic: the same ids again, and text mode reports speeds.
   EXPECT_EQ(nlohmann::json::parse(run("generate -n 6 -p 'Hi there' --json").out)["ids"], j["ids"]);
+  // Sampling through the host sampler chain is reproducible by seed.
+  const std::string sampled = "generate -n 8 -p 'Hi there' --json --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed ";
+  const auto s1 = nlohmann::json::parse(run(sampled + "7").out);
+  EXPECT_EQ(s1["ids"].size(), 8u);
+  EXPECT_EQ(nlohmann::json::parse(run(sampled + "7").out)["ids"], s1["ids"]);
   Result text = run("generate -n 4 -p abc");
   ASSERT_EQ(text.code, 0);
   EXPECT_EQ(text.out.rfind("abc", 0), 0u);
