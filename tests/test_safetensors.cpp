@@ -39,7 +39,7 @@ std::string write_file(const std::string& name, std::string header, const std::v
   return path;
 }
 
-bool equal(const array& a, const array& b) {
+bool same(const array& a, const array& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() && array_equal(a, b, true).item<bool>();
 }
 
@@ -55,7 +55,7 @@ TEST(Safetensors, LoadsEveryDtypeAsViewsOfTheMappingThatAreNeverWritten) {
   std::vector<char> before = read_bytes(path);
   auto [loaded, meta] = load_safetensors(path);
   EXPECT_EQ(meta.at("k"), "v");
-  for (auto& [k, a] : arrays) EXPECT_TRUE(equal(loaded.at(k), a)) << k;
+  for (auto& [k, a] : arrays) EXPECT_TRUE(same(loaded.at(k), a)) << k;
   // Views: every array's data lies in one region the size of the file.
   uintptr_t lo = UINTPTR_MAX, hi = 0;
   for (auto& [k, a] : loaded) {
@@ -92,8 +92,8 @@ TEST(Safetensors, Fp8LoadsAsUint8AndMissingDtypesAreErrors) {
                                 R"("b":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[4,5]}})",
                                 {0x38, 0x40, 0xb8, 0x7e, 0x3c});
   auto arrays = load_safetensors(path).first;
-  EXPECT_TRUE(equal(arrays.at("a"), array({uint8_t{0x38}, uint8_t{0x40}, uint8_t{0xb8}, uint8_t{0x7e}}, {2, 2})));
-  EXPECT_TRUE(equal(arrays.at("b"), array({uint8_t{0x3c}}, {1})));
+  EXPECT_TRUE(same(arrays.at("a"), array({uint8_t{0x38}, uint8_t{0x40}, uint8_t{0xb8}, uint8_t{0x7e}}, {2, 2})));
+  EXPECT_TRUE(same(arrays.at("b"), array({uint8_t{0x3c}}, {1})));
   for (const char* t : {"I16", "U16", "U64", "F4"}) {
     std::string bad = write_file("bad.safetensors",
                                  std::string(R"({"a":{"dtype":")") + t + R"(","shape":[1],"data_offsets":[0,2]}})",
@@ -147,9 +147,9 @@ TEST(Safetensors, ShardedCheckpointsLoadThroughTheIndex) {
   for (const std::string& p : {dir.string(), (dir / "model.safetensors.index.json").string()}) {
     auto [arrays, meta] = load_safetensors_sharded(p);
     ASSERT_EQ(arrays.size(), 3u) << p;
-    EXPECT_TRUE(equal(arrays.at("a"), a));
-    EXPECT_TRUE(equal(arrays.at("b"), b));
-    EXPECT_TRUE(equal(arrays.at("c"), c));
+    EXPECT_TRUE(same(arrays.at("a"), a));
+    EXPECT_TRUE(same(arrays.at("b"), b));
+    EXPECT_TRUE(same(arrays.at("c"), c));
     EXPECT_EQ(meta.at("format"), "pt");
   }
   // An index naming a tensor its shard lacks.

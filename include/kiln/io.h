@@ -19,7 +19,10 @@
 // I16, U16 and U64 (no Kiln dtype) are a kiln::Error naming the tensor.
 // load_safetensors memory-maps the file: the arrays wrap the read-only
 // mapping with no copy (array::external_read_only: never written, never
-// donated), each keeping the mapping alive. save writes arrays in key order.
+// donated), each keeping the mapping alive; an array not aligned to its
+// element size in the file (other writers may do that) is copied instead.
+// save_safetensors writes wider elements first, then in name order (the
+// safetensors package's order), so its arrays are always aligned.
 // Difference from MLX: the stream argument of load_safetensors is accepted
 // and unused (the arrays are already available, MLX reads them lazily).
 //

@@ -59,14 +59,20 @@ bool dtype_from_name(const std::string& name, Dtype* out) {
 void save_safetensors(std::string file, std::unordered_map<std::string, array> arrays,
                       std::unordered_map<std::string, std::string> metadata) {
   if (file.find('.', file.find_last_of('/') + 1) == std::string::npos) file += ".safetensors";
-  std::map<std::string, array> sorted;
+  // Wider elements first, then by name (the safetensors package's order):
+  // with the header padded to 8 bytes every array is then aligned to its
+  // element size, so the memory-mapped loader can use it in place.
+  std::vector<std::pair<std::string, array>> sorted;
   std::vector<array> to_eval;
   for (auto& [name, a] : arrays) {
     if (name == "__metadata__") throw Error("[save_safetensors] the name __metadata__ is reserved");
     array c = contiguous(a);
-    sorted.emplace(name, c);
+    sorted.emplace_back(name, c);
     to_eval.push_back(c);
   }
+  std::sort(sorted.begin(), sorted.end(), [](const auto& x, const auto& y) {
+    return x.second.itemsize() != y.second.itemsize() ? x.second.itemsize() > y.second.itemsize() : x.first < y.first;
+  });
   eval(to_eval);
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
