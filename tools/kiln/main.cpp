@@ -1,5 +1,6 @@
 // The `kiln` command line: `kiln info` (what this build is and what it runs
-// on) and `kiln bench` (the kernel lab, see bench.h).
+// on), `kiln bench` (the kernel lab, see bench.h) and the LLM commands
+// `kiln generate`, `kiln bench llm`, `kiln convert` (llm_cli.h).
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 
 #include "bench.h"
 #include "kiln/kiln.h"
+#include "llm_cli.h"
 
 namespace {
 
@@ -72,10 +74,43 @@ int main(int argc, char** argv) {
   bench->add_option("--plot", opts.plot_path, "Draw the roofline with every drill to this SVG file")
       ->type_name("FILE.svg");
 
+  kiln::cli::BenchLlmOptions bench_llm;
+  CLI::App* llm = bench->add_subcommand("llm", "llama-bench's pp/tg table for a model file (mean ± stdev)");
+  llm->add_option("-m,--model", bench_llm.model, "GGUF file or Hugging Face directory (default: random weights)");
+  llm->add_option("-p,--n-prompt", bench_llm.prompt, "Prompt tokens of the pp test (0: none)")->capture_default_str();
+  llm->add_option("-n,--n-gen", bench_llm.gen, "Generated tokens of the tg test (0: none)")->capture_default_str();
+  llm->add_option("-r,--repetitions", bench_llm.reps, "Timed repetitions")->check(CLI::PositiveNumber)->capture_default_str();
+  llm->add_option("-o,--output", bench_llm.output, "Table format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
+  llm->add_option("--device", bench_llm.device, "Device")->check(CLI::IsMember({"cpu", "gpu"}))->capture_default_str();
+
+  kiln::cli::GenerateCliOptions gen;
+  CLI::App* generate = app.add_subcommand("generate", "Generate text with a model (streams it, then tokens/s)");
+  generate->add_option("-m,--model", gen.model, "GGUF file or Hugging Face directory (default: random weights)");
+  generate->add_option("-p,--prompt", gen.prompt, "Prompt text")->capture_default_str();
+  generate->add_option("-n,--n-predict", gen.n, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
+  generate->add_option("--temp", gen.temp, "Temperature (<= 0: greedy)")->capture_default_str();
+  generate->add_option("--top-k", gen.top_k, "Top-k (<= 0: off)")->capture_default_str();
+  generate->add_option("--top-p", gen.top_p, "Top-p (>= 1: off)")->capture_default_str();
+  generate->add_option("--min-p", gen.min_p, "Min-p (<= 0: off)")->capture_default_str();
+  generate->add_option("--seed", gen.seed, "Sampling seed")->capture_default_str();
+  generate->add_option("--device", gen.device, "Device")->check(CLI::IsMember({"cpu", "gpu"}))->capture_default_str();
+  generate->add_flag("--json", gen.json, "Print the token ids and timings as JSON instead of text");
+  generate->add_flag("--chat", gen.chat, "Wrap the prompt in the model's chat template as a user message");
+
+  kiln::cli::ConvertOptions conv;
+  CLI::App* convert = app.add_subcommand("convert", "Convert a Hugging Face directory to GGUF (quantizing) or back");
+  convert->add_option("input", conv.input, "Hugging Face directory or .gguf file")->required();
+  convert->add_option("output", conv.output, ".gguf file or directory")->required();
+  convert->add_option("--type", conv.type, "f32, f16, bf16, or a block format for GGUF: q8_0, q4_0, q4_k, q6_k, ...")
+      ->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (app.got_subcommand("info")) return run_info();
+    if (app.got_subcommand("generate")) return kiln::cli::run_generate(gen);
+    if (app.got_subcommand("convert")) return kiln::cli::run_convert(conv);
+    if (bench->got_subcommand("llm")) return kiln::cli::run_bench_llm(bench_llm);
     return kiln::bench::run_bench(opts);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln: %s\n", e.what());

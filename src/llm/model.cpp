@@ -1,0 +1,265 @@
+// The decoder of include/kiln/llm.h: weights by Hugging Face name, the
+// forward pass of Llama / Qwen 2 / Qwen 3 (mlx-lm's llama.py, qwen2.py,
+// qwen3.py), random models and the Hugging Face directory loader.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "kiln/compile.h"
+#include "kiln/fast.h"
+#include "kiln/gguf.h"
+#include "kiln/io.h"
+#include "kiln/llm.h"
+#include "kiln/ops.h"
+#include "kiln/random.h"
+
+namespace kiln::llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw Error("[llm::Model::load] cannot read " + p.string());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const array& need(const TensorMap& t, const std::string& name) {
+  auto it = t.find(name);
+  if (it == t.end()) throw Error("[llm::Model] the weights lack the tensor \"" + name + "\"");
+  return it->second;
+}
+
+std::optional<array> maybe(const TensorMap& t, const std::string& name) {
+  auto it = t.find(name);
+  return it == t.end() ? std::nullopt : std::optional<array>(it->second);
+}
+
+// A projection named `prefix` ("model.layers.0.mlp.up_proj"): prefix.weight
+// (+ .scales/.biases when MLX-quantized, + .bias when present). A
+// uint8 weight with a mode in `block_modes` is a GGUF block matrix.
+Linear make_linear(const TensorMap& t, const std::string& prefix, std::optional<int> group_size,
+                   std::optional<int> bits, const BlockModes& block_modes) {
+  Linear l;
+  l.weight = need(t, prefix + ".weight");
+  l.bias = maybe(t, prefix + ".bias");
+  if (auto scales = maybe(t, prefix + ".scales")) {
+    l.mode = "affine";
+    l.scales = scales;
+    l.biases = maybe(t, prefix + ".biases");
+    l.bits = bits.value_or(4);
+    l.group_size = group_size.value_or(64);
+  } else if (auto it = block_modes.find(prefix + ".weight"); it != block_modes.end()) {
+    l.mode = it->second;
+  } else if (!is_floating_point(l.weight.dtype())) {
+    throw Error("[llm::Model] " + prefix + ".weight has dtype " + dtype_name(l.weight.dtype()) +
+                " but no scales and no block format");
+  }
+  return l;
+}
+
+// silu(gate) * up fused into one elementwise kernel.
+const ArrayFn& swiglu() {
+  static const ArrayFn fn = compile([](const std::vector<array>& in) { return std::vector<array>{silu(in[0]) * in[1]}; });
+  return fn;
+}
+
+}  // namespace
+
+array Linear::operator()(const array& x) const {
+  array y = x;
+  if (mode == "none") {
+    // In the weight's type: promoting the weight instead would convert the
+    // whole matrix every step (f16 GGUF matrices with f32 norms).
+    y = matmul(x.dtype() == weight.dtype() ? x : astype(x, weight.dtype()), transpose(weight));
+  } else if (mode == "affine") {
+    y = quantized_matmul(x, weight, *scales, biases, true, group_size, bits, "affine");
+  } else {
+    y = quantized_matmul(x, weight, array({}), std::nullopt, true, std::nullopt, std::nullopt, mode);
+  }
+  return bias ? y + astype(*bias, y.dtype()) : y;
+}
+
+Model Model::from_tensors(const ModelConfig& config, const TensorMap& t, std::optional<int> group_size,
+                          std::optional<int> bits, const BlockModes& block_modes) {
+  if (config.num_layers <= 0 || config.hidden_size <= 0 || config.vocab_size <= 0 || config.num_heads <= 0 ||
+      config.num_kv_heads <= 0 || config.num_heads % config.num_kv_heads != 0) {
+    throw Error("[llm::Model] invalid config: layers " + std::to_string(config.num_layers) + ", hidden " +
+                std::to_string(config.hidden_size) + ", vocab " + std::to_string(config.vocab_size) + ", heads " +
+                std::to_string(config.num_heads) + "/" + std::to_string(config.num_kv_heads));
+  }
+  Model m;
+  m.config_ = config;
+  Linear embed = make_linear(t, "model.embed_tokens", group_size, bits, block_modes);
+  if (embed.mode == "none") {
+    m.embed_ = embed.weight;
+  } else {
+    m.embed_q_ = embed;
+  }
+  m.final_norm_ = need(t, "model.norm.weight");
+  m.lm_head_ = t.count("lm_head.weight") ? make_linear(t, "lm_head", group_size, bits, block_modes) : embed;
+  for (int i = 0; i < config.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer l;
+    l.attn_norm = need(t, p + "input_layernorm.weight");
+    l.mlp_norm = need(t, p + "post_attention_layernorm.weight");
+    l.q_norm = maybe(t, p + "self_attn.q_norm.weight");
+    l.k_norm = maybe(t, p + "self_attn.k_norm.weight");
+    auto lin = [&](const std::string& name) { return make_linear(t, p + name, group_size, bits, block_modes); };
+    l.q = lin("self_attn.q_proj");
+    l.k = lin("self_attn.k_proj");
+    l.v = lin("self_attn.v_proj");
+    l.o = lin("self_attn.o_proj");
+    l.gate = lin("mlp.gate_proj");
+    l.up = lin("mlp.up_proj");
+    l.down = lin("mlp.down_proj");
+    if (config.qk_norm && (!l.q_norm || !l.k_norm)) {
+      throw Error("[llm::Model] " + config.architecture + " needs " + p + "self_attn.q_norm/k_norm weights");
+    }
+    m.layers_.push_back(std::move(l));
+  }
+  m.rope_freqs_ = rope_periods(config);
+  if (auto periods = maybe(t, "rope_freqs")) m.rope_freqs_ = periods;
+  return m;
+}
+
+Model Model::random(const ModelConfig& c, uint64_t seed, Dtype dtype) {
+  TensorMap t;
+  uint64_t n = 0;
+  auto normal = [&](Shape shape) {  // one key per tensor
+    return random::normal(shape, dtype, 0.0f, 0.02f, random::key(seed * 1000003 + ++n));
+  };
+  const int hd = c.resolved_head_dim(), D = c.hidden_size, F = c.intermediate_size;
+  t.emplace("model.embed_tokens.weight", normal({c.vocab_size, D}));
+  t.emplace("model.norm.weight", ones({D}, dtype));
+  if (!c.tie_word_embeddings) t.emplace("lm_head.weight", normal({c.vocab_size, D}));
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.emplace(p + "input_layernorm.weight", ones({D}, dtype));
+    t.emplace(p + "post_attention_layernorm.weight", ones({D}, dtype));
+    t.emplace(p + "self_attn.q_proj.weight", normal({c.num_heads * hd, D}));
+    t.emplace(p + "self_attn.k_proj.weight", normal({c.num_kv_heads * hd, D}));
+    t.emplace(p + "self_attn.v_proj.weight", normal({c.num_kv_heads * hd, D}));
+    t.emplace(p + "self_attn.o_proj.weight", normal({D, c.num_heads * hd}));
+    t.emplace(p + "mlp.gate_proj.weight", normal({F, D}));
+    t.emplace(p + "mlp.up_proj.weight", normal({F, D}));
+    t.emplace(p + "mlp.down_proj.weight", normal({D, F}));
+    if (c.attention_bias) {
+      t.emplace(p + "self_attn.q_proj.bias", normal({c.num_heads * hd}));
+      t.emplace(p + "self_attn.k_proj.bias", normal({c.num_kv_heads * hd}));
+      t.emplace(p + "self_attn.v_proj.bias", normal({c.num_kv_heads * hd}));
+    }
+    if (c.qk_norm) {
+      t.emplace(p + "self_attn.q_norm.weight", ones({hd}, dtype));
+      t.emplace(p + "self_attn.k_norm.weight", ones({hd}, dtype));
+    }
+  }
+  std::vector<array> all;
+  for (auto& [name, a] : t) all.push_back(a);
+  eval(all);
+  return from_tensors(c, t);
+}
+
+Checkpoint read_hf_checkpoint(const std::string& path) {
+  const fs::path dir(path);
+  if (!fs::is_directory(dir)) {
+    throw Error("[llm::read_hf_checkpoint] " + path + " is not a directory with config.json and safetensors");
+  }
+  const std::string config_text = read_text(dir / "config.json");
+  Checkpoint c;
+  c.config = config_from_hf_json(config_text);
+  const auto j = nlohmann::json::parse(config_text);
+  if (auto q = j.find("quantization"); q != j.end() && q->is_object()) {
+    c.group_size = q->value("group_size", 64);
+    c.bits = q->value("bits", 4);
+  }
+  std::set<std::string> files;
+  if (fs::exists(dir / "model.safetensors.index.json")) {
+    const auto index = nlohmann::json::parse(read_text(dir / "model.safetensors.index.json"));
+    for (const auto& [name, file] : index.at("weight_map").items()) files.insert(file.get<std::string>());
+  } else {
+    files.insert("model.safetensors");
+  }
+  for (const auto& f : files) {
+    for (auto& [name, a] : load_safetensors((dir / f).string()).first) c.tensors.insert_or_assign(name, a);
+  }
+  return c;
+}
+
+Model Model::from_checkpoint(const Checkpoint& c) {
+  return from_tensors(c.config, c.tensors, c.group_size, c.bits, c.block_modes);
+}
+
+Model Model::load(const std::string& path) {
+  if (fs::path(path).extension() == ".gguf") return from_gguf(gguf::File(path));
+  return from_checkpoint(read_hf_checkpoint(path));
+}
+
+std::vector<nn::KVCache> Model::make_caches() const { return std::vector<nn::KVCache>(layers_.size()); }
+
+size_t Model::weight_bytes() const {
+  size_t total = 0;
+  auto add = [&](const Linear& l) {
+    total += l.weight.nbytes() + (l.scales ? l.scales->nbytes() : 0) + (l.biases ? l.biases->nbytes() : 0);
+  };
+  for (const Layer& l : layers_) {
+    for (const Linear* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) add(*p);
+  }
+  add(lm_head_);
+  return total;
+}
+
+array Model::embed(const array& tokens) const {
+  if (!embed_q_) return take(embed_, tokens, 0);
+  const Linear& e = *embed_q_;
+  if (e.mode == "affine") {
+    return dequantize(take(e.weight, tokens, 0), take(*e.scales, tokens, 0),
+                      e.biases ? std::optional<array>(take(*e.biases, tokens, 0)) : std::nullopt, e.group_size, e.bits);
+  }
+  return dequantize(take(e.weight, tokens, 0), array({}), std::nullopt, std::nullopt, std::nullopt, e.mode, std::nullopt,
+                    float32);
+}
+
+array Model::forward(const array& tokens, std::vector<nn::KVCache>& caches, bool last_only) const {
+  const ModelConfig& c = config_;
+  if (tokens.ndim() != 2 || !is_integral(tokens.dtype())) {
+    throw Error("[llm::Model::forward] tokens must be [batch, length] integers, got " +
+                std::to_string(tokens.ndim()) + "-d " + dtype_name(tokens.dtype()));
+  }
+  if (caches.size() != layers_.size()) {
+    throw Error("[llm::Model::forward] " + std::to_string(caches.size()) + " caches for " +
+                std::to_string(layers_.size()) + " layers");
+  }
+  const int B = tokens.shape(0), T = tokens.shape(1), H = c.num_heads, KVH = c.num_kv_heads;
+  const int hd = c.resolved_head_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
+  const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
+  auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
+
+  array h = embed(tokens);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& l = layers_[i];
+    const int offset = caches[i].offset();
+    array x = fast::rms_norm(h, l.attn_norm, c.rms_norm_eps);
+    array q = heads(l.q(x), H), k = heads(l.k(x), KVH), v = heads(l.v(x), KVH);
+    if (l.q_norm) q = fast::rms_norm(q, *l.q_norm, c.rms_norm_eps);
+    if (l.k_norm) k = fast::rms_norm(k, *l.k_norm, c.rms_norm_eps);
+    q = fast::rope(q, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
+    k = fast::rope(k, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
+    auto [keys, values] = caches[i].update_and_fetch(k, v);
+    array o = fast::scaled_dot_product_attention(q, keys, values, scale, T > 1 ? "causal" : "");
+    h = h + l.o(reshape(transpose(o, {0, 2, 1, 3}), {B, T, H * hd}));
+    x = fast::rms_norm(h, l.mlp_norm, c.rms_norm_eps);
+    h = h + l.down(swiglu()({l.gate(x), l.up(x)})[0]);
+  }
+  if (last_only && T > 1) h = slice(h, {0, T - 1, 0}, {B, T, h.shape(2)});
+  return astype(lm_head_(fast::rms_norm(h, final_norm_, c.rms_norm_eps)), float32);
+}
+
+}  // namespace kiln::llm

@@ -1,0 +1,112 @@
+// The LLM runtime on the GPU (CTest label `cuda`): a random Llama / Qwen 3
+// in float32, bfloat16 and with Q8_0 / Q4_0 block weights gives the CPU's
+// logits (within the type's rounding) and, at float32, the CPU's greedy ids
+// through the pipelined decode loop.
+#include <gtest/gtest.h>
+
+#include "kiln/kiln.h"
+#include "kiln/llm.h"
+
+namespace kiln::test {
+namespace {
+
+using llm::Model;
+
+llm::ModelConfig tiny(const std::string& arch) {
+  llm::ModelConfig c;
+  c.architecture = arch;
+  c.vocab_size = 160;
+  c.hidden_size = 128;
+  c.intermediate_size = 256;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.qk_norm = arch == "qwen3";
+  c.head_dim = arch == "qwen3" ? 64 : 0;
+  return c;
+}
+
+const std::vector<int32_t> kPrompt = {3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26, 43};
+
+std::vector<int32_t> greedy(const Model& m, Device d, int n) {
+  llm::GenerateOptions opt;
+  opt.max_tokens = n;
+  opt.stream = d;
+  std::vector<int32_t> out;
+  llm::generate(m, kPrompt, opt, [&](int32_t id) {
+    out.push_back(id);
+    return true;
+  });
+  return out;
+}
+
+array last_logits(const Model& m, Device d) {
+  StreamContext ctx(d);
+  auto caches = m.make_caches();
+  array l = m.forward(array(kPrompt, {1, static_cast<int>(kPrompt.size())}), caches, true);
+  eval(l);
+  return l;
+}
+
+// The same random weights with every matrix in a block format.
+Model blocks_of(const llm::ModelConfig& c, const std::string& mode) {
+  llm::TensorMap t;
+  llm::BlockModes modes;
+  int n = 0;
+  auto add = [&](const std::string& name, Shape s, bool matrix) {
+    array w = matrix ? random::normal(s, float32, 0.0f, 0.1f, random::key(++n)) : ones(s);
+    if (matrix) {
+      w = quantize(w, std::nullopt, std::nullopt, mode)[0];
+      modes.emplace(name, mode);
+    }
+    t.emplace(name, w);
+  };
+  const int D = c.hidden_size, F = c.intermediate_size, hd = c.resolved_head_dim();
+  add("model.embed_tokens.weight", {c.vocab_size, D}, true);
+  add("model.norm.weight", {D}, false);
+  add("lm_head.weight", {c.vocab_size, D}, true);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {D}, false);
+    add(p + "post_attention_layernorm.weight", {D}, false);
+    add(p + "self_attn.q_proj.weight", {c.num_heads * hd, D}, true);
+    add(p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, D}, true);
+    add(p + "self_attn.v_proj.weight", {c.num_kv_heads * hd, D}, true);
+    add(p + "self_attn.o_proj.weight", {D, c.num_heads * hd}, true);
+    add(p + "mlp.gate_proj.weight", {F, D}, true);
+    add(p + "mlp.up_proj.weight", {F, D}, true);
+    add(p + "mlp.down_proj.weight", {D, F}, true);
+    if (c.qk_norm) {
+      add(p + "self_attn.q_norm.weight", {hd}, false);
+      add(p + "self_attn.k_norm.weight", {hd}, false);
+    }
+  }
+  return Model::from_tensors(c, t, std::nullopt, std::nullopt, modes);
+}
+
+float max_abs_diff(const array& a, const array& b) { return max(abs(a - b)).item<float>(); }
+
+}  // namespace
+
+TEST(CudaLlm, GreedyIdsAndLogitsMatchTheCpu) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU available for the cuda suite";
+  for (const char* arch : {"llama", "qwen3"}) {
+    Model m = Model::random(tiny(arch), 21);
+    EXPECT_LT(max_abs_diff(last_logits(m, Device::gpu), last_logits(m, Device::cpu)), 1e-3f) << arch;
+    EXPECT_EQ(greedy(m, Device::gpu, 24), greedy(m, Device::cpu, 24)) << arch;
+  }
+}
+
+TEST(CudaLlm, HalfAndBlockWeightsMatchTheCpu) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU available for the cuda suite";
+  Model bf16 = Model::random(tiny("llama"), 4, bfloat16);
+  EXPECT_LT(max_abs_diff(last_logits(bf16, Device::gpu), last_logits(bf16, Device::cpu)), 5e-2f);
+  for (const char* mode : {"q8_0", "q4_0"}) {
+    Model q = blocks_of(tiny("llama"), mode);
+    EXPECT_LT(max_abs_diff(last_logits(q, Device::gpu), last_logits(q, Device::cpu)), 2e-3f) << mode;
+    const auto ids = greedy(q, Device::gpu, 8);
+    EXPECT_EQ(ids.size(), 8u) << mode;
+  }
+}
+
+}  // namespace kiln::test

@@ -1,0 +1,238 @@
+// `kiln generate` and `kiln bench llm` (llm_cli.h). A model comes from a
+// .gguf file (its tokenizer from the tokenizer.ggml.* metadata), a Hugging
+// Face directory (tokenizer.json when present), or, with no -m, a random
+// Llama built in memory with a byte-level tokenizer (one id per byte).
+#include "llm_cli.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+
+#include "kiln/gguf.h"
+#include "kiln/kiln.h"
+#include "kiln/llm.h"
+#include "kiln/sampler.h"
+#include "kiln/tokenizer.h"
+
+namespace kiln::cli {
+namespace {
+
+using llm::Model;
+using llm::Tokenizer;
+
+struct Loaded {
+  Model model;
+  std::optional<Tokenizer> tokenizer;  // none: bytes are ids
+  std::string name;
+  bool random = false;
+};
+
+llm::ModelConfig default_config() {
+  llm::ModelConfig c;
+  c.architecture = "llama";
+  c.vocab_size = 256;
+  c.hidden_size = 256;
+  c.intermediate_size = 704;
+  c.num_layers = 4;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.rope_theta = 10000.0f;
+  return c;
+}
+
+Loaded load(const std::string& path) {
+  if (path.empty()) {
+    std::fprintf(stderr,
+                 "kiln: no -m given: using a RANDOM-WEIGHT Llama-architecture model built in memory (4 layers, "
+                 "dim 256, byte-level tokenizer); its text is noise. Pass -m FILE.gguf or a Hugging Face directory.\n");
+    return {Model::random(default_config(), 0), std::nullopt, "random-llama-4L-256", true};
+  }
+  namespace fs = std::filesystem;
+  const std::string name = fs::path(path).filename().string();
+  if (fs::path(path).extension() == ".gguf") {
+    gguf::File f(path);
+    std::optional<Tokenizer> tok;
+    if (f.find("tokenizer.ggml.tokens")) tok.emplace(llm::tokenizer_spec_from_gguf(f));
+    return {Model::from_gguf(f), std::move(tok), name, false};
+  }
+  std::optional<Tokenizer> tok;
+  if (fs::exists(fs::path(path) / "tokenizer.json")) tok.emplace(Tokenizer::from_file((fs::path(path) / "tokenizer.json").string()));
+  return {Model::load(path), std::move(tok), name, false};
+}
+
+StreamOrDevice device_of(const std::string& device) {
+  if (device == "gpu") {
+    if (!is_available(Device::gpu)) throw Error("--device gpu: no GPU backend in this build or no GPU");
+    return Device::gpu;
+  }
+  return Device::cpu;
+}
+
+}  // namespace
+
+int run_generate(const GenerateCliOptions& opt) {
+  Loaded m = load(opt.model);
+  std::vector<int32_t> prompt;
+  if (m.tokenizer) {
+    if (opt.chat) {
+      const std::string text = m.tokenizer->apply_chat_template({{"user", opt.prompt}}, true);
+      prompt = m.tokenizer->encode(text, /*add_special=*/false, /*parse_special=*/true);
+    } else {
+      prompt = m.tokenizer->encode(opt.prompt);
+    }
+  } else {
+    if (opt.chat) throw Error("--chat needs a model with a tokenizer and a chat template");
+    prompt.assign(opt.prompt.begin(), opt.prompt.end());
+    for (int32_t& id : prompt) id &= 0xff;
+  }
+
+  llm::GenerateOptions g;
+  g.max_tokens = opt.n;
+  g.stream = device_of(opt.device);
+  std::optional<llm::Sampler> sampler;
+  if (opt.temp > 0) {
+    llm::SamplerParams p;
+    p.temperature = opt.temp;
+    p.top_k = opt.top_k;
+    p.top_p = opt.top_p;
+    p.min_p = opt.min_p;
+    p.seed = opt.seed;
+    sampler.emplace(p);
+    g.sampler = [&](const float* logits, int vocab) {
+      const int32_t id = sampler->sample({logits, static_cast<size_t>(vocab)});
+      sampler->accept(id);
+      return id;
+    };
+  }
+  if (m.tokenizer) g.is_stop = [&](int32_t id) { return m.tokenizer->is_eog(id); };
+
+  std::optional<llm::StreamDecoder> text;
+  if (m.tokenizer) text.emplace(*m.tokenizer, /*skip_special=*/true);
+  std::vector<int32_t> ids;
+  if (!opt.json) {
+    std::fputs(opt.prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  llm::GenerateStats s = llm::generate(m.model, prompt, g, [&](int32_t id) {
+    ids.push_back(id);
+    if (!opt.json) {
+      const std::string piece = text ? text->put(id) : std::string(1, static_cast<char>(id));
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+    return true;
+  });
+  if (opt.json) {
+    nlohmann::json j = {{"model", m.name},
+                        {"random_weights", m.random},
+                        {"device", opt.device},
+                        {"prompt_ids", prompt},
+                        {"ids", ids},
+                        {"prompt_tokens", s.prompt_tokens},
+                        {"prompt_seconds", s.prompt_seconds},
+                        {"prompt_tokens_per_second", s.prompt_tps()},
+                        {"decode_tokens", s.decode_tokens},
+                        {"decode_seconds", s.decode_seconds},
+                        {"decode_tokens_per_second", s.decode_tps()}};
+    std::printf("%s\n", j.dump().c_str());
+    return 0;
+  }
+  if (text) std::fputs(text->flush().c_str(), stdout);
+  std::printf("\n\nprompt: %d tokens in %.3f s, %.1f tokens/s\n", s.prompt_tokens, s.prompt_seconds, s.prompt_tps());
+  std::printf("decode: %d tokens in %.3f s, %.1f tokens/s\n", s.decode_tokens, s.decode_seconds, s.decode_tps());
+  return 0;
+}
+
+namespace {
+
+struct Sample {
+  double mean = 0, stdev = 0;
+};
+
+Sample summarize(const std::vector<double>& v) {
+  Sample s;
+  for (double x : v) s.mean += x;
+  s.mean /= v.size();
+  for (double x : v) s.stdev += (x - s.mean) * (x - s.mean);
+  s.stdev = v.size() > 1 ? std::sqrt(s.stdev / (v.size() - 1)) : 0;
+  return s;
+}
+
+}  // namespace
+
+int run_bench_llm(const BenchLlmOptions& opt) {
+  Loaded m = load(opt.model);
+  const int vocab = m.model.config().vocab_size;
+  std::mt19937 rng(1);
+  auto random_tokens = [&](int n) {
+    std::vector<int32_t> t(n);
+    for (int32_t& id : t) id = static_cast<int32_t>(rng() % vocab);
+    return t;
+  };
+  llm::GenerateOptions g;
+  g.stream = device_of(opt.device);
+  auto ignore = [](int32_t) { return true; };
+  // pp: the prompt's prefill (its first token included, as llama-bench);
+  // tg: n tokens decoded after a one-token prompt. One untimed run of each first.
+  std::vector<double> pp, tg;
+  for (int r = 0; r <= opt.reps; ++r) {
+    if (opt.prompt > 0) {
+      g.max_tokens = 1;
+      llm::GenerateStats s = llm::generate(m.model, random_tokens(opt.prompt), g, ignore);
+      if (r > 0) pp.push_back(s.prompt_tps());
+    }
+    if (opt.gen > 0) {
+      g.max_tokens = opt.gen + 1;
+      llm::GenerateStats s = llm::generate(m.model, random_tokens(1), g, ignore);
+      if (r > 0) tg.push_back(s.decode_tps());
+    }
+  }
+  const double bytes = static_cast<double>(m.model.weight_bytes());
+  char size[32];
+  std::snprintf(size, sizeof size, bytes >= (1 << 30) ? "%.2f GiB" : "%.2f MiB",
+                bytes / (bytes >= (1 << 30) ? double(1 << 30) : double(1 << 20)));
+  struct Row {
+    std::string test;
+    Sample s;
+  };
+  std::vector<Row> rows;
+  if (!pp.empty()) rows.push_back({"pp" + std::to_string(opt.prompt), summarize(pp)});
+  if (!tg.empty()) rows.push_back({"tg" + std::to_string(opt.gen), summarize(tg)});
+  const std::string backend = opt.device == "gpu" ? "CUDA" : "CPU";
+  const int threads = cpu_threads();
+  if (opt.output == "json") {
+    nlohmann::json j = nlohmann::json::array();
+    for (const Row& r : rows) {
+      j.push_back({{"model", m.name},
+                   {"random_weights", m.random},
+                   {"size_bytes", m.model.weight_bytes()},
+                   {"backend", backend},
+                   {"threads", threads},
+                   {"test", r.test},
+                   {"reps", opt.reps},
+                   {"avg_ts", r.s.mean},
+                   {"stddev_ts", r.s.stdev}});
+    }
+    std::printf("%s\n", j.dump(1).c_str());
+  } else if (opt.output == "csv") {
+    std::printf("model,size_bytes,backend,threads,test,avg_ts,stddev_ts\n");
+    for (const Row& r : rows) {
+      std::printf("%s,%.0f,%s,%d,%s,%.3f,%.3f\n", m.name.c_str(), bytes, backend.c_str(), threads, r.test.c_str(),
+                  r.s.mean, r.s.stdev);
+    }
+  } else {
+    std::printf("| model | size | backend | threads | test | t/s |\n");
+    std::printf("| --- | ---: | --- | ---: | ---: | ---: |\n");
+    for (const Row& r : rows) {
+      std::printf("| %s | %s | %s | %d | %s | %.2f ± %.2f |\n", m.name.c_str(), size, backend.c_str(), threads,
+                  r.test.c_str(), r.s.mean, r.s.stdev);
+    }
+  }
+  return 0;
+}
+
+}  // namespace kiln::cli

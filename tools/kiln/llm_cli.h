@@ -1,0 +1,40 @@
+#pragma once
+// `kiln generate`, `kiln bench llm` and `kiln convert`: the LLM runtime's
+// commands (include/kiln/llm.h).
+#include <string>
+
+namespace kiln::cli {
+
+struct GenerateCliOptions {
+  std::string model;  // empty: a random-weight Llama built in memory
+  std::string prompt = "Once upon a time";
+  int n = 64;
+  float temp = 0.0f;  // <= 0: greedy on the device
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  unsigned seed = 0x5eed;
+  std::string device = "cpu";
+  bool json = false;
+  bool chat = false;
+};
+int run_generate(const GenerateCliOptions& opt);
+
+struct BenchLlmOptions {
+  std::string model;
+  int prompt = 512;
+  int gen = 128;
+  int reps = 5;
+  std::string output = "md";  // md | csv | json
+  std::string device = "cpu";
+};
+int run_bench_llm(const BenchLlmOptions& opt);
+
+struct ConvertOptions {
+  std::string input;   // Hugging Face directory or .gguf
+  std::string output;  // .gguf or a directory
+  std::string type = "f16";  // f32 | f16 | bf16 | q8_0 | q4_0 | q4_k | ...
+};
+int run_convert(const ConvertOptions& opt);
+
+}  // namespace kiln::cli
