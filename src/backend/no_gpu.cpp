@@ -3,6 +3,7 @@
 #include "core/allocator.h"
 #include "core/array_desc.h"
 #include "core/primitives.h"
+#include "core/primitives_custom_kernel.h"
 #include "core/primitives_sort.h"
 #include "core/scheduler.h"
 #include "kiln/error.h"
@@ -48,6 +49,7 @@ KILN_FOR_EACH_PRIMITIVE(KILN_NO_GPU_EVAL)
     throw Error(std::string("[") + name() + "] " + device_unavailable_reason(Device::gpu)); \
   }
 KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_NO_GPU_EVAL_MULTI)
+KILN_NO_GPU_EVAL_MULTI(CustomKernel)
 #undef KILN_NO_GPU_EVAL_MULTI
 
 }  // namespace kiln
