@@ -46,6 +46,7 @@ std::atomic<int64_t> failures{0};
 struct Loaded {
   void* fn = nullptr;
   std::string why;
+  bool fresh = false;  // this call tried to build or load it
 };
 std::mutex build_mutex;                                   // one build at a time in a process
 std::unordered_map<std::string, Loaded> loaded_kernels;  // full key -> kernel
@@ -193,15 +194,14 @@ Loaded build(const std::string& source, const char* symbol) {
       std::filesystem::remove(so_path, ec);
     }
   }
-  Loaded result{fn, fn ? "" : why};
-  loaded_kernels[key] = result;
-  return result;
+  loaded_kernels[key] = Loaded{fn, fn ? "" : why, false};
+  return Loaded{fn, fn ? "" : why, true};
 }
 
 // A fused kernel, or null (counted and logged) when it cannot be built.
 void* kernel_for(const std::string& source) {
   Loaded k = build(source, cpu::codegen::kKernelSymbol);
-  if (!k.fn) {
+  if (!k.fn && k.fresh) {
     failures.fetch_add(1);
     log_once(k.why);
   }
