@@ -94,9 +94,13 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
 // false; outputs are row-contiguous, filled with init_value when given,
 // else uninitialized. verbose prints the generated source. Custom kernels
 // have no vjp, jvp or vmap rule (as in MLX): those throw kiln::Error.
-// Differences from MLX: MLX's precompiled_cuda_kernel is not provided; a
-// compile error of the user's source throws kiln::Error with the
-// compiler's log when the outputs are evaluated.
+// `header` is pasted at file scope before the kernel (helpers, includes).
+// The kernel is named custom_kernel_<name> plus the template values.
+// Inputs whose shape or strides the body reads have at most 10 dims.
+// Differences from MLX: argument errors throw kiln::Error (MLX:
+// std::invalid_argument); a compile error of the user's source throws
+// kiln::Error with the compiler's log when the outputs are evaluated;
+// MLX's precompiled_cuda_kernel is not provided.
 using TemplateArg = std::variant<int, bool, Dtype>;
 
 using CustomKernelFunction = std::function<std::vector<array>(
@@ -116,7 +120,8 @@ CustomKernelFunction cuda_kernel(const std::string& name, const std::vector<std:
                                  const std::string& header = "", bool ensure_row_contiguous = true,
                                  int shared_memory = 0);
 
-// Kiln's CPU twin of cuda_kernel, for CPU streams (no MLX counterpart).
+// Kiln's CPU twin of cuda_kernel, for CPU streams (no MLX counterpart;
+// without a stream or device it runs on the CPU's default stream).
 // The body runs once per thread of the grid: thread_position_in_grid has
 // members x, y, z and converts to the flat index x + gx * (y + gy * z);
 // threads_per_grid is the grid (x, y, z; converts to the thread count).
