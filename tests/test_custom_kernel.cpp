@@ -134,15 +134,22 @@ TEST(CustomKernelCpu, OutputsJoinTheLazyGraph) {
   EXPECT_TRUE(all_close(z, to_double(sum(add(multiply(x, x), array(1.0f)))), 1e-5));
 }
 
-TEST(CustomKernelCpu, KernelsAreCachedInMemory) {
+TEST(CustomKernelCpu, KernelsAreCachedInMemoryAndOnDisk) {
   auto k = fast::cpu_kernel("cached_twice", {"x"}, {"out"}, "out[thread_position_in_grid] = x[thread_position_in_grid] + 41;");
   array x = random_array({10});
   auto run = [&] { return k({x}, {{10}}, {float32}, {10, 1, 1}, {1, 1, 1}, {}, std::nullopt, false, {})[0]; };
   eval({run()});
-  const int64_t runs = detail::codegen_counters().compiler_runs;
+  const detail::CodegenCounters before = detail::codegen_counters();
   array y = run();
   EXPECT_TRUE(all_close(y, to_double(add(x, array(41.0f))), 0.0));
-  EXPECT_EQ(detail::codegen_counters().compiler_runs, runs);
+  EXPECT_EQ(detail::codegen_counters().compiler_runs, before.compiler_runs);
+  EXPECT_EQ(detail::codegen_counters().disk_loads, before.disk_loads);
+  // A new process (here: a forgotten memory cache) loads the built object.
+  detail::clear_codegen_memory_cache();
+  array z = run();
+  EXPECT_TRUE(all_close(z, to_double(add(x, array(41.0f))), 0.0));
+  EXPECT_EQ(detail::codegen_counters().compiler_runs, before.compiler_runs);
+  EXPECT_EQ(detail::codegen_counters().disk_loads, before.disk_loads + 1);
 }
 
 TEST(CustomKernelCpu, VerbosePrintsTheGeneratedSource) {
