@@ -85,7 +85,7 @@ double expected_bytes(const json& row) {
     return item * (pixels * c + 9 * o * c + pixels * o);
   }
   const double a = s[0].get<double>(), b = s[1].get<double>();
-  if (name == "row_sum" || name == "row_max") return item * (a * b + a);
+  if (name == "row_sum" || name == "row_max" || name == "row_sum_cpu_kernel") return item * (a * b + a);
   if (name == "col_sum") return item * (a * b + b);
   if (name == "softmax" || name == "transpose" || name == "concatenate") return 2 * item * a * b;
   if (name == "broadcast_add") return item * (2 * a * b + b);
@@ -117,7 +117,9 @@ std::optional<double> expected_flops(const json& row) {
   const json& s = row["shape"];
   if (name == "copy" || name == "transpose" || name == "concatenate") return 0.0;
   if (name == "add") return product(s);
-  if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add") return product(s);
+  if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add" ||
+      name == "row_sum_cpu_kernel")
+    return product(s);
   if (name == "sgemm" || name == "bf16_gemm") return 2 * product(s);
   if (name == "sgemv" || name == "bf16_gemv") return 2 * product(s);
   if (name == "conv2d_3x3") return 2 * 9 * product(s);
@@ -162,6 +164,7 @@ TEST(BenchCli, QuickBenchRunsEveryDrillWithConsistentAccounting) {
       {"concatenate", "float32"},   {"sgemm", "float32"},
       {"bf16_gemm", "bfloat16"},    {"sgemv", "float32"},
       {"bf16_gemv", "bfloat16"},    {"conv2d_3x3", "float32"},
+      {"add_gelu_fused_cpu_kernel", "float32"}, {"row_sum_cpu_kernel", "float32"},
   };
   std::set<std::pair<std::string, std::string>> seen;
   std::map<std::string, int> row_sum_shapes;

@@ -3,8 +3,11 @@
 // fallback built from plain ops. The fused kernel runs where it applies; the
 // transformations (vjp, jvp, vmap) and unsupported cases run the fallback,
 // which is also the oracle of the tests.
+#include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -67,5 +70,67 @@ array scaled_dot_product_attention(const array& queries, const array& keys, cons
                                    const std::string& mask_mode = "", std::optional<array> mask_arr = {},
                                    const std::optional<array>& sinks = {}, bool force_fused = false,
                                    StreamOrDevice s = {});
+
+// ---- custom kernels ----
+//
+// MLX's cuda_kernel contract: the user writes a kernel body, Kiln writes
+// its signature, compiles it (NVRTC on the GPU, the host compiler on the
+// CPU), caches it in memory and on disk (keyed by the full source) and
+// launches it on arrays as one node of the lazy graph (inside the cached
+// CUDA graphs on the GPU). docs/custom_kernels.md has examples.
+//
+// The signature holds, in order: for each input `name` a pointer
+// `const T* name` (T: the input's element type) and, when the source
+// mentions them, `name_shape` (int32 per dim), `name_strides` (int64
+// elements per dim) and `name_ndim` (int); then for each output `T* name`.
+// Shapes and strides have operator[] and data(); kiln::elem_to_loc(elem,
+// shape, strides, ndim) is the element offset of flat index elem. Template
+// arguments become constants at the top of the body: `constexpr int`,
+// `constexpr bool`, or `using Name = <element type>` for a Dtype.
+// Element types: bool, uint8_t, uint32_t, int8_t, int32_t, int64_t, float,
+// double, and for float16 / bfloat16 `__half` / `__nv_bfloat16` on the GPU,
+// `float16_t` / `bfloat16_t` on the CPU (they convert to and from float).
+// Inputs are made row-contiguous first unless ensure_row_contiguous is
+// false; outputs are row-contiguous, filled with init_value when given,
+// else uninitialized. verbose prints the generated source. Custom kernels
+// have no vjp, jvp or vmap rule (as in MLX): those throw kiln::Error.
+// `header` is pasted at file scope before the kernel (helpers, includes).
+// The kernel is named custom_kernel_<name> plus the template values.
+// Inputs whose shape or strides the body reads have at most 10 dims.
+// Differences from MLX: argument errors throw kiln::Error (MLX:
+// std::invalid_argument); a compile error of the user's source throws
+// kiln::Error with the compiler's log when the outputs are evaluated;
+// MLX's precompiled_cuda_kernel is not provided.
+using TemplateArg = std::variant<int, bool, Dtype>;
+
+using CustomKernelFunction = std::function<std::vector<array>(
+    const std::vector<array>& inputs, const std::vector<Shape>& output_shapes,
+    const std::vector<Dtype>& output_dtypes, std::tuple<int, int, int> grid, std::tuple<int, int, int> threadgroup,
+    std::vector<std::pair<std::string, TemplateArg>> template_args, std::optional<float> init_value, bool verbose,
+    StreamOrDevice s)>;
+
+// A kernel for GPU streams. grid counts threads (not blocks) per dimension,
+// threadgroup is the block: the launch is ceil(grid / threadgroup) blocks
+// of min(threadgroup, grid) threads. The body uses CUDA's threadIdx,
+// blockIdx, blockDim, gridDim, __syncthreads, and cooperative_groups
+// (namespace cg). shared_memory: bytes of dynamic shared memory
+// (`extern __shared__` in the body).
+CustomKernelFunction cuda_kernel(const std::string& name, const std::vector<std::string>& input_names,
+                                 const std::vector<std::string>& output_names, const std::string& source,
+                                 const std::string& header = "", bool ensure_row_contiguous = true,
+                                 int shared_memory = 0);
+
+// Kiln's CPU twin of cuda_kernel, for CPU streams (no MLX counterpart;
+// without a stream or device it runs on the CPU's default stream).
+// The body runs once per thread of the grid: thread_position_in_grid has
+// members x, y, z and converts to the flat index x + gx * (y + gy * z);
+// threads_per_grid is the grid (x, y, z; converts to the thread count).
+// The flat range is split across the CPU thread pool into contiguous
+// chunks of at least threadgroup's size (x * y * z threads), one per pool
+// thread; a thread's body runs to its end (`return` ends that thread) with
+// no shared memory and no barrier, so a reduction is one thread per row.
+CustomKernelFunction cpu_kernel(const std::string& name, const std::vector<std::string>& input_names,
+                                const std::vector<std::string>& output_names, const std::string& source,
+                                const std::string& header = "", bool ensure_row_contiguous = true);
 
 }  // namespace kiln::fast

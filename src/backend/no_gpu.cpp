@@ -5,6 +5,7 @@
 #include "core/primitives.h"
 #include "core/primitives_linalg.h"
 #include "core/primitives_index.h"
+#include "core/primitives_custom_kernel.h"
 #include "core/primitives_sort.h"
 #include "core/scheduler.h"
 #include "kiln/error.h"
@@ -51,6 +52,7 @@ KILN_FOR_EACH_PRIMITIVE(KILN_NO_GPU_EVAL)
   }
 KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_NO_GPU_EVAL_MULTI)
 KILN_FOR_EACH_LINALG_PRIMITIVE(KILN_NO_GPU_EVAL_MULTI)
+KILN_NO_GPU_EVAL_MULTI(CustomKernel)
 #undef KILN_NO_GPU_EVAL_MULTI
 
 }  // namespace kiln

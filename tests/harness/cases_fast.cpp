@@ -28,6 +28,34 @@ void register_fast() {
        .fn = [](const Arrays& x) { return Arrays{fast::rope(x[0], 6, false, std::nullopt, 1.0f, x[2], x[1])}; },
        // Angles pos / freq of a few radians: finite differences in freqs stay accurate.
        .inputs = {in({2, 4, 6}), in({3}, 4.0, 12.0), fixed({2}, int32, 0, 12)}, .diff = {0, 1}});
+
+  // A user-written kernel, x * x + y: fast::cpu_kernel on the CPU and
+  // fast::cuda_kernel under the GPU check (custom kernels have no
+  // transformations: nothing is differentiable and vmap is off).
+  auto square_add = [](const Arrays& x) {
+    const Dtype t = x[0].dtype();
+    const int n = static_cast<int>(x[0].size());
+    const std::vector<std::pair<std::string, fast::TemplateArg>> targs = {
+        {"T", t}, {"Acc", t == float64 ? float64 : float32}, {"Size", n}};
+    if (default_device() == Device::gpu) {
+      static const auto k = fast::cuda_kernel("harness_square_add", {"x", "y"}, {"out"}, R"(
+        const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+        if (i < Size) out[i] = static_cast<T>(static_cast<Acc>(x[i]) * static_cast<Acc>(x[i]) + static_cast<Acc>(y[i]));
+      )");
+      return Arrays{k(x, {x[0].shape()}, {t}, {n, 1, 1}, {256, 1, 1}, targs, std::nullopt, false, {})[0]};
+    }
+    static const auto k = fast::cpu_kernel("harness_square_add", {"x", "y"}, {"out"}, R"(
+        const int64_t i = thread_position_in_grid;
+        if (i < Size) out[i] = static_cast<T>(static_cast<Acc>(x[i]) * static_cast<Acc>(x[i]) + static_cast<Acc>(y[i]));
+    )");
+    return Arrays{k(x, {x[0].shape()}, {t}, {n, 1, 1}, {64, 1, 1}, targs, std::nullopt, false, {})[0]};
+  };
+  add({.op = "fast::cpu_kernel", .primitive = "CustomKernel", .name = "(5,67) x*x+y", .fn = square_add,
+       .inputs = {in({5, 67}), in({5, 67})},
+       .ref = [](const Arrays& x) {  // plain ops on the float64 inputs
+         return std::vector<std::vector<double>>{values(add(multiply(x[0], x[0]), x[1]))};
+       },
+       .vmap = false});
 }
 
 }  // namespace kiln::harness

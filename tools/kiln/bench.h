@@ -111,6 +111,7 @@ void add_fast_drills(std::vector<DrillSpec>& out, bool quick);    // D2 rms_norm
 void add_attention_drills(std::vector<DrillSpec>& out, bool quick);  // D5 attention
 void add_quant_drills(std::vector<DrillSpec>& out, bool quick);   // D4 quantized matvec / matmul
 void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick);  // D4 QMV on llama.cpp blocks
+void add_custom_kernel_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2 as fast::cpu_kernel
 // Random llama.cpp blocks of `mode` for w [n, k] with small finite scales, evaluated.
 array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64_t seed);
 

@@ -223,6 +223,7 @@ int run_bench(const BenchOptions& opts) {
 
   std::vector<DrillSpec> specs;
   add_memory_drills(specs, opts.quick);
+  add_custom_kernel_drills(specs, opts.quick);
   add_linalg_drills(specs, opts.quick);
   add_fast_drills(specs, opts.quick);
   add_attention_drills(specs, opts.quick);

@@ -42,8 +42,14 @@ std::atomic<int64_t> compiler_runs{0};
 std::atomic<int64_t> disk_loads{0};
 std::atomic<int64_t> failures{0};
 
-std::mutex build_mutex;                                  // one build at a time in a process
-std::unordered_map<std::string, void*> loaded_kernels;  // full key -> kernel (null: failed)
+// A kernel built (or not) in this process: its address, else why not.
+struct Loaded {
+  void* fn = nullptr;
+  std::string why;
+  bool fresh = false;  // this call tried to build or load it
+};
+std::mutex build_mutex;                                   // one build at a time in a process
+std::unordered_map<std::string, Loaded> loaded_kernels;  // full key -> kernel
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -123,26 +129,28 @@ bool run_compiler(const std::vector<std::string>& args, const std::string& log_p
     }
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    *why = "the compiler " + args[0] + " failed (log: " + log_path + ")";
+    std::ifstream log(log_path);
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    *why = "the compiler " + args[0] + " failed (log: " + log_path + "):\n" + text;
     return false;
   }
   return true;
 }
 
-void* load_kernel(const std::string& path, std::string* why) {
+void* load_kernel(const std::string& path, const char* symbol, std::string* why) {
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* e = ::dlerror();
     *why = std::string("dlopen failed: ") + (e ? e : path);
     return nullptr;
   }
-  void* fn = ::dlsym(h, cpu::codegen::kKernelSymbol);
+  void* fn = ::dlsym(h, symbol);
   if (!fn) *why = "no kernel symbol in " + path;
   return fn;  // the handle stays open: kernels live as long as the process
 }
 
-// The kernel for `source`, from memory, the disk cache, or a fresh build.
-void* kernel_for(const std::string& source) {
+// `symbol` of `source`, from memory, the disk cache, or a fresh build.
+Loaded build(const std::string& source, const char* symbol) {
   std::string cxx = compiler();
   std::vector<std::string> flags = compiler_flags();
   std::string line = cxx;
@@ -161,7 +169,7 @@ void* kernel_for(const std::string& source) {
   } else {
     std::string final_so = dir + "/kiln-" + key + ".so";
     if (::access(final_so.c_str(), R_OK) == 0) {
-      fn = load_kernel(final_so, &why);
+      fn = load_kernel(final_so, symbol, &why);
       if (fn) disk_loads.fetch_add(1);
     }
     if (!fn) {
@@ -178,7 +186,7 @@ void* kernel_for(const std::string& source) {
         if (ec) {
           why = "cannot move the kernel into " + final_so;
         } else {
-          fn = load_kernel(final_so, &why);
+          fn = load_kernel(final_so, symbol, &why);
           std::filesystem::remove(log_path, ec);
         }
       }
@@ -186,12 +194,18 @@ void* kernel_for(const std::string& source) {
       std::filesystem::remove(so_path, ec);
     }
   }
-  if (!fn) {
+  loaded_kernels[key] = Loaded{fn, fn ? "" : why, false};
+  return Loaded{fn, fn ? "" : why, true};
+}
+
+// A fused kernel, or null (counted and logged) when it cannot be built.
+void* kernel_for(const std::string& source) {
+  Loaded k = build(source, cpu::codegen::kKernelSymbol);
+  if (!k.fn && k.fresh) {
     failures.fetch_add(1);
-    log_once(why);
+    log_once(k.why);
   }
-  loaded_kernels[key] = fn;
-  return fn;
+  return k.fn;
 }
 
 // How each input is read (compiled_codegen.h) with the output as rows of
@@ -274,6 +288,14 @@ void clear_codegen_memory_cache() {
 }  // namespace detail
 
 namespace cpu::codegen {
+
+std::string jit_cache_dir() { return cache_dir(); }
+
+void* jit_symbol(const std::string& source, const char* symbol, std::string* why) {
+  Loaded k = build(source, symbol);
+  if (!k.fn) *why = k.why;
+  return k.fn;
+}
 
 bool run(Compiled& c, const std::vector<array>& inputs, array& out) {
   int64_t inner = 1;

@@ -29,6 +29,17 @@ inline constexpr const char* kKernelSymbol = "kiln_fused_kernel";
 // dtypes (the interpreter runs those).
 std::string kernel_source(const Compiled& c, const std::string& layouts);
 
+// The CPU JIT service, shared by compile and fast::cpu_kernel: builds the
+// self-contained C++ `source` into a shared object (cached in memory and on
+// disk by the source and the compiler's command line) and returns the
+// address of its extern "C" `symbol`; null when it cannot be built, with
+// the reason (a compile error: the compiler's log) in *why.
+void* jit_symbol(const std::string& source, const char* symbol, std::string* why);
+// The directory of the on-disk kernel caches ($KILN_CACHE_DIR, else
+// $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; "" when none is set), also
+// used by the CUDA JIT service.
+std::string jit_cache_dir();
+
 // Runs `c` on inputs into out (already allocated) through a generated
 // kernel; false when the layouts are not covered or no kernel could be
 // built, and the caller runs the interpreter.
