@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -19,7 +20,11 @@ CpuTarget detect() {
   bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
-  if (bf16 && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16")) {
+  // AMX from CPUID leaf 7 (EDX bit 24 AMX-TILE, bit 22 AMX-BF16): clang 14's
+  // __builtin_cpu_supports does not know the AMX names (the fuzz build).
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  bool amx = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx >> 24 & 1u) && (edx >> 22 & 1u);
+  if (bf16 && amx) {
     // Linux hands out the 8 KB AMX tile state only on request
     // (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, kernel >= 5.16);
     // the grant covers the whole process.
