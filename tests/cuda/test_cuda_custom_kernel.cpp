@@ -4,6 +4,8 @@
 // on the CPU: an elementwise kernel, a block-per-row reduction in dynamic
 // shared memory, strided reads, init_value with two outputs, repeated
 // launches (cached graphs), and a compile error's NVRTC log.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
@@ -34,9 +36,14 @@ TEST_F(CudaCustomKernel, ElementwiseMatchesPlainOps) {
     const int n = static_cast<int>(a.size());
     array got = k({a, b}, {a.shape()}, {t}, {n, 1, 1}, {256, 1, 1}, {{"T", t}, {"Scale", 3}, {"Size", n}},
                   std::nullopt, false, Device::gpu)[0];
-    array want = add(multiply(exp(a, Device::cpu), array(3.0f, t), Device::cpu), b, Device::cpu);
+    // The kernel computes in float (expf, possibly fused into an fma) and
+    // rounds once to T: so does the reference; T's rounding of a result near
+    // zero (exp(a) * 3 cancelling b) is covered by an absolute tolerance.
+    array af = astype(a, float32, Device::cpu), bf = astype(b, float32, Device::cpu);
+    array want = astype(add(multiply(exp(af, Device::cpu), array(3.0f), Device::cpu), bf, Device::cpu), t, Device::cpu);
     EXPECT_EQ(got.dtype(), t);
-    EXPECT_TRUE(all_close(got, to_double(want), 2 * tolerance(t), 1e-6)) << dtype_name(t);
+    const double tol = std::max(2 * tolerance(t), 1e-6);
+    EXPECT_TRUE(all_close(got, to_double(want), tol, 8 * tol)) << dtype_name(t);
   }
 }
 
@@ -74,7 +81,9 @@ TEST_F(CudaCustomKernel, RowReductionMatchesSum) {
     array x = random_array({3, 41, d});
     array got = k({x}, {{3, 41}}, {float32}, {3 * 41 * 256, 1, 1}, {256, 1, 1}, {{"T", float32}, {"Acc", float64}},
                   std::nullopt, false, Device::gpu)[0];
-    EXPECT_TRUE(all_close(got, to_double(sum(x, -1, false, Device::cpu)), 1e-5, 1e-5)) << d;
+    // Float64 partial sums in a tree against the CPU's float32 blocked sum:
+    // the CPU's rounding over up to 4099 terms of N(0,1) is the error bound.
+    EXPECT_TRUE(all_close(got, to_double(sum(x, -1, false, Device::cpu)), 1e-5, 2e-4)) << d;
   }
 }
 
@@ -111,7 +120,8 @@ TEST_F(CudaCustomKernel, RepeatedStepsReuseTheKernel) {
     array z = k({x, y}, {{1000}}, {float32}, {1000, 1, 1}, {128, 1, 1}, {}, std::nullopt, false, Device::gpu)[0];
     array w = multiply(z, array(2.0f), Device::gpu);
     array want = multiply(add(multiply(x, array(2.5f), Device::cpu), y, Device::cpu), array(2.0f), Device::cpu);
-    EXPECT_TRUE(all_close(w, to_double(want), 1e-6)) << step;
+    // nvrtc contracts 2.5f * x + y into one fma; the CPU rounds twice.
+    EXPECT_TRUE(all_close(w, to_double(want), 1e-5, 1e-6)) << step;
   }
 }
 
@@ -120,7 +130,7 @@ TEST_F(CudaCustomKernel, CompileErrorsCarryTheNvrtcLog) {
   array x = random_array({4});
   array y = k({x}, {{1}}, {float32}, {1, 1, 1}, {1, 1, 1}, {}, std::nullopt, false, Device::gpu)[0];
   EXPECT_TRUE(throws_error([&] { y.eval(); }, {"fast::cuda_kernel", "custom_kernel_broken", "undeclared_thing_42"}));
-  EXPECT_TRUE(throws_error([&] { k({x}, {{1}}, {float32}, {1, 1, 1}, {2048, 1, 1}, {}, std::nullopt, false, Device::gpu); },
+  EXPECT_TRUE(throws_error([&] { k({x}, {{1}}, {float32}, {4096, 1, 1}, {2048, 1, 1}, {}, std::nullopt, false, Device::gpu); },
                            {"fast::cuda_kernel", "1024"}));
 }
 
