@@ -103,7 +103,7 @@ void load_affine(const gguf::detail::Parsed& p, const gguf::TensorInfo& info, GG
     }
   }
   Shape wshape = info.shape, sshape = info.shape;
-  wshape.back() = wshape.back() * bits / 32;
+  wshape.back() = wshape.back() / 32 * bits;  // rows are whole 32-weight blocks; no int overflow
   sshape.back() /= 32;
   std::vector<uint32_t> words(packed.size() / 4);
   if (!words.empty()) std::memcpy(words.data(), packed.data(), packed.size());
