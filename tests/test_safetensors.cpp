@@ -138,6 +138,7 @@ TEST(Safetensors, UnalignedTensorsAreCopiedNotMisread) {
 
 TEST(Safetensors, ShardedCheckpointsLoadThroughTheIndex) {
   auto dir = std::filesystem::path(temp_path("sharded"));
+  std::filesystem::remove_all(dir);  // a folder left by an earlier process of the same pid
   std::filesystem::create_directories(dir);
   array a = test::random_array({2, 3}), b = test::random_array({4}, bfloat16), c = test::random_array({1}, int32);
   save_safetensors((dir / "model-00001-of-00002.safetensors").string(), {{"a", a}, {"b", b}}, {{"format", "pt"}});
