@@ -22,8 +22,8 @@
 // bytes, shape [..., K / block * block_bytes], to be used with their mode
 // string ("q4_0", ...) exactly as quantize(w, ..., mode) returns them and
 // quantized_matmul / dequantize take them (see quantize in kiln/ops.h).
-// I16 (Kiln has no int16 dtype) and the other ggml types (Q8_1, Q8_K, the
-// IQ formats, ...) are listed by tensors() but tensor() throws for them.
+// I16 loads as int16. The other ggml types (Q8_1, Q8_K, the IQ formats, ...)
+// are listed by tensors() but tensor() throws for them.
 //
 // Every problem with a file (truncated, counts, lengths or offsets that the
 // file cannot hold, unknown types, duplicate names, misaligned tensors) is a
@@ -192,7 +192,7 @@ class File {
   const TensorInfo* find_tensor(const std::string& name) const;  // nullptr when absent
   // The tensor as an array over the mapping (no copy): the dtype of a plain
   // type, uint8 block rows for a block format (mode: block_mode(info.type)).
-  // A kiln::Error for the types Kiln cannot hold (I16, Q8_K, IQ*, ...).
+  // A kiln::Error for the types Kiln cannot hold (Q8_K, IQ*, ...).
   array tensor(const std::string& name) const;
   // By info.name: the file's own validated info is used.
   array tensor(const TensorInfo& info) const;

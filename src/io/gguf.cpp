@@ -304,6 +304,7 @@ std::optional<Dtype> dtype_of(TensorType t) {
     case TensorType::bf16: return bfloat16;
     case TensorType::f64: return float64;
     case TensorType::i8: return int8;
+    case TensorType::i16: return int16;
     case TensorType::i32: return int32;
     case TensorType::i64: return int64;
     default: return std::nullopt;
@@ -349,6 +350,7 @@ TensorType tensor_type_of(Dtype dtype, const std::string& mode) {
     case bfloat16: return TensorType::bf16;
     case float64: return TensorType::f64;
     case int8: return TensorType::i8;
+    case int16: return TensorType::i16;
     case int32: return TensorType::i32;
     case int64: return TensorType::i64;
     default: throw Error(std::string("[gguf] GGUF has no tensor type for ") + dtype_name(dtype));
@@ -420,7 +422,7 @@ array tensor_array(const Parsed& p, const TensorInfo& info, const std::string& o
     return io::mapped_array(p.file, at, rows, uint8);
   }
   throw Error(op + " " + p.file->path() + ": tensor " + info.name + " has type " + tensor_type_name(info.type) +
-              ", which Kiln cannot hold" + (info.type == TensorType::i16 ? " (Kiln has no int16 dtype)" : ""));
+              ", which Kiln cannot hold");
 }
 
 }  // namespace detail
