@@ -39,10 +39,13 @@ class StreamWorker {
   // eval of any size runs, and two can overlap (one running, one queued).
   // Every node waits only on nodes submitted before it, so the worker always
   // makes progress while a submitter waits.
-  void submit(std::vector<array>&& nodes) {
+  // Returns the batch's ticket: wait_done(ticket) returns once the worker
+  // has finished the batch and dropped its handles to the nodes.
+  uint64_t submit(std::vector<array>&& nodes) {
     const int64_t count = static_cast<int64_t>(nodes.size());
     size_t bytes = 0;
     for (const auto& n : nodes) bytes += n.nbytes();
+    uint64_t ticket = 0;
     {
       std::unique_lock lock(mutex_);
       space_cv_.wait(lock, [&] {
@@ -53,12 +56,19 @@ class StreamWorker {
       queued_nodes_ += count;
       queued_bytes_ += bytes;
       queue_.push_back({std::move(nodes), bytes});
+      ticket = ++submitted_;
       if (!running_) {
         running_ = true;
         std::thread([this] { run(); }).detach();
       }
     }
     cv_.notify_one();
+    return ticket;
+  }
+
+  void wait_done(uint64_t ticket) {
+    std::unique_lock lock(mutex_);
+    idle_cv_.wait(lock, [&] { return finished_ >= ticket; });
   }
 
   void synchronize() {
@@ -99,11 +109,15 @@ class StreamWorker {
         }
       }
       // Drop the handles before counting the tasks done so that their
-      // memory is released by the time synchronize returns.
+      // memory is released by the time synchronize or eval returns (eval
+      // waits for its batches' tickets: otherwise an output the caller
+      // drops right after eval would be freed here, later, and memory
+      // counts read after eval would race with this thread).
       batch.nodes.clear();
       std::lock_guard lock(mutex_);
       pending_ -= count;
-      if (pending_ == 0) idle_cv_.notify_all();
+      ++finished_;  // batches finish in submission order (one thread)
+      idle_cv_.notify_all();
     }
   }
 
@@ -112,6 +126,8 @@ class StreamWorker {
   std::condition_variable cv_, idle_cv_, space_cv_;
   std::deque<Batch> queue_;
   int64_t pending_ = 0;       // submitted and not finished
+  uint64_t submitted_ = 0;    // batches submitted (the last ticket)
+  uint64_t finished_ = 0;     // batches finished
   int64_t queued_nodes_ = 0;  // in queue_ (not started)
   size_t queued_bytes_ = 0;   // outputs of the nodes in queue_
   bool running_ = false;      // a thread serves the queue
@@ -253,10 +269,12 @@ void mark_scheduled(ArrayDesc& d, bool keep_graph) {
   }
 }
 
-void schedule(const std::vector<array>& outputs) {
+// Returns, per batch submitted, its worker and ticket.
+std::vector<std::pair<StreamWorker*, uint64_t>> schedule(const std::vector<array>& outputs) {
   auto& sched = Scheduler::instance();
   std::lock_guard lock(sched.schedule_mutex());
   std::vector<array> tape = build_tape(outputs);
+  std::vector<std::pair<StreamWorker*, uint64_t>> tickets;
   const bool keep_graph = tl_keep_graph > 0;
   // Hand the tape over in runs of consecutive nodes of one stream.
   size_t i = 0;
@@ -269,8 +287,9 @@ void schedule(const std::vector<array>& outputs) {
       run.push_back(std::move(tape[i]));
       ++i;
     }
-    worker.submit(std::move(run));
+    tickets.emplace_back(&worker, worker.submit(std::move(run)));
   }
+  return tickets;
 }
 
 void check_handles(const std::vector<array>& outputs, const char* op) {
@@ -380,7 +399,7 @@ bool KeepGraphScope::active() { return tl_keep_graph > 0; }
 
 void eval(std::vector<array> outputs) {
   check_handles(outputs, "eval");
-  schedule(outputs);
+  for (auto [worker, ticket] : schedule(outputs)) worker->wait_done(ticket);
   for (const auto& out : outputs) {
     std::string error = node_outcome(*out.desc());
     if (!error.empty()) throw Error(error);
@@ -391,7 +410,7 @@ void eval(std::vector<array> outputs) {
 
 void async_eval(std::vector<array> outputs) {
   check_handles(outputs, "async_eval");
-  schedule(outputs);
+  (void)schedule(outputs);
 }
 
 bool is_available(const Device& d) {
