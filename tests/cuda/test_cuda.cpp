@@ -64,7 +64,11 @@ void expect_same(const Fn& fn, double tol, const std::string& what) {
       continue;
     }
     if (std::abs(x - y) > tol * std::max(1.0, std::abs(x))) {
-      ADD_FAILURE() << what << ": element " << i << " cpu " << x << " gpu " << y;
+      // Both sides again, one at a time: tells a wrong kernel from a
+      // result that was overwritten after it was computed.
+      const double cpu_again = to_double(fn(Device::cpu))[i], gpu_again = to_double(fn(Device::gpu))[i];
+      ADD_FAILURE() << what << ": element " << i << " cpu " << x << " gpu " << y << " (again alone: cpu "
+                    << cpu_again << " gpu " << gpu_again << ")";
       ++bad;
     }
   }
