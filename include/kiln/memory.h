@@ -13,5 +13,12 @@ size_t get_cache_memory();   // bytes kept in the buffer cache for reuse
 size_t set_memory_limit(size_t limit);
 size_t get_memory_limit();
 void clear_cache();
+// Bytes the buffer cache may hold (MLX's set_cache_limit): past it, freed
+// buffers go back to the system; 0 disables the cache. Defaults to the
+// memory limit. Returns the previous cache limit.
+size_t set_cache_limit(size_t limit);
+// MLX's set_wired_limit: Metal residency on Apple GPUs. Kiln records the
+// value and returns the previous one (default 0); it changes nothing here.
+size_t set_wired_limit(size_t limit);
 
 }  // namespace kiln

@@ -557,6 +557,70 @@ inline array conv_general(const array& input, const array& weight, std::vector<i
                       std::move(input_dilation), groups, flip, s);
 }
 
+// ---- more of MLX's ops (compositions of the ops above) ----
+// Window functions (float32; [1] for M == 1, empty for M < 1).
+array hanning(int M, StreamOrDevice s = {});
+array hamming(int M, StreamOrDevice s = {});
+array bartlett(int M, StreamOrDevice s = {});
+array blackman(int M, StreamOrDevice s = {});
+// The n-th discrete difference along axis (numpy's diff; booleans differ by
+// not_equal, as MLX's subtract on bool gives).
+array diff(const array& a, int n = 1, int axis = -1, StreamOrDevice s = {});
+// Median over axes (all axes without them); NaN propagates; integers give
+// float32. An even count averages the two middle values.
+array median(const array& a, bool keepdims, StreamOrDevice s = {});
+array median(const array& a, StreamOrDevice s = {});
+array median(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+array median(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+// Number of non-zero elements (int32).
+array count_nonzero(const array& a, bool keepdims = false, StreamOrDevice s = {});
+array count_nonzero(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
+array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
+// sum(a * b) along axis (MLX conjugates a; Kiln has no complex dtype yet).
+array vecdot(const array& a, const array& b, int axis = -1, StreamOrDevice s = {});
+array trunc(const array& a, StreamOrDevice s = {});       // towards zero; integers unchanged
+array reciprocal(const array& a, StreamOrDevice s = {});  // 1 / a (integers: float32)
+array positive(const array& a, StreamOrDevice s = {});    // a itself
+array logical_xor(const array& a, const array& b, StreamOrDevice s = {});
+// The product of a's sizes along axes (or its inverse) as a scalar of dtype.
+array number_of_elements(const array& a, std::vector<int> axes, bool inverted, Dtype dtype = int32,
+                         StreamOrDevice s = {});
+// The inputs, computed only once every dependency is: outputs share the
+// inputs' buffers; gradients flow to the inputs only.
+std::vector<array> depends(const std::vector<array>& inputs, const std::vector<array>& dependencies);
+
+// Matrix products with masks, gathers and segments (MLX's semantics; these
+// are compositions: gather_mm materializes the gathered operands).
+// Masks have one entry per block_size x block_size tile (32 or 64): a
+// boolean mask zeroes the masked tiles, a float mask scales them.
+array block_masked_mm(array a, array b, int block_size, std::optional<array> mask_out = std::nullopt,
+                      std::optional<array> mask_lhs = std::nullopt, std::optional<array> mask_rhs = std::nullopt,
+                      StreamOrDevice s = {});
+// out[i] = a[lhs_indices[i]] @ b[rhs_indices[i]] over the flattened batches.
+array gather_mm(array a, array b, std::optional<array> lhs_indices = std::nullopt,
+                std::optional<array> rhs_indices = std::nullopt, bool sorted_indices = false, StreamOrDevice s = {});
+// out[...] = a[:, lo:hi] @ b[lo:hi, :] for each (lo, hi) in segments (..., 2).
+array segmented_mm(array a, array b, array segments, StreamOrDevice s = {});
+// a @ H_n * scale over the last axis (default scale 1/sqrt(n)). n must be a
+// power of two: MLX also accepts 12, 20 and 28 times one (not yet here).
+array hadamard_transform(const array& a, std::optional<float> scale = std::nullopt, StreamOrDevice s = {});
+// The positions where mask (a leading part of a's shape, broadcast over the
+// rest) is true take consecutive elements of values, in row-major order.
+array masked_scatter(const array& a, const array& mask, const array& values, StreamOrDevice s = {});
+// slice_update that combines the update with the slice's current values.
+array slice_update_add(const array& src, const array& update, Shape start, Shape stop, Shape strides,
+                       StreamOrDevice s = {});
+array slice_update_add(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+array slice_update_prod(const array& src, const array& update, Shape start, Shape stop, Shape strides,
+                        StreamOrDevice s = {});
+array slice_update_prod(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+array slice_update_max(const array& src, const array& update, Shape start, Shape stop, Shape strides,
+                       StreamOrDevice s = {});
+array slice_update_max(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+array slice_update_min(const array& src, const array& update, Shape start, Shape stop, Shape strides,
+                       StreamOrDevice s = {});
+array slice_update_min(const array& src, const array& update, Shape start, Shape stop, StreamOrDevice s = {});
+
 // ---- operators ----
 array operator-(const array& a);
 array operator!(const array& a);

@@ -34,4 +34,8 @@ Dtype result_type(const array& a, const array& b);
 Dtype result_type(const array& a, const array& b, const array& c);
 Dtype result_type(const std::vector<array>& arrays);
 
+// The shape two shapes broadcast to (numpy's rules); throws kiln::Error
+// naming both when they do not.
+Shape broadcast_shapes(const Shape& s1, const Shape& s2);
+
 }  // namespace kiln

@@ -81,7 +81,7 @@ class CachingAllocator {
   void release(Side side, void* p, size_t bytes) {
     std::lock_guard lock(mutex_);
     active_ -= bytes;
-    if (active_ + cache_bytes_ + bytes <= limit_ && bytes <= kMaxCachedBlock) {
+    if (active_ + cache_bytes_ + bytes <= limit_ && cache_bytes_ + bytes <= cache_limit_ && bytes <= kMaxCachedBlock) {
       cache_[side].emplace(bytes, p);
       cache_bytes_ += bytes;
     } else {
@@ -102,9 +102,24 @@ class CachingAllocator {
     return old;
   }
   void clear() { std::lock_guard l(mutex_); drop_cache(); }
+  size_t set_cache_limit(size_t l) {
+    std::lock_guard lock(mutex_);
+    size_t old = cache_limit_ == kCacheLimitIsMemoryLimit ? limit_ : cache_limit_;
+    cache_limit_ = l;
+    if (cache_bytes_ > cache_limit_) drop_cache();
+    return old;
+  }
+  size_t set_wired_limit(size_t l) {
+    std::lock_guard lock(mutex_);
+    size_t old = wired_limit_;
+    wired_limit_ = l;
+    return old;
+  }
 
  private:
   static constexpr size_t kMaxCachedBlock = size_t{1} << 34;
+  // The cache limit's default: the memory limit (which the test above applies).
+  static constexpr size_t kCacheLimitIsMemoryLimit = ~size_t{0};
 
   static void* raw_alloc(Side side, size_t bytes) {
     return side == kHostSide ? std::aligned_alloc(64, bytes) : gpu::raw_device_malloc(bytes);
@@ -135,6 +150,8 @@ class CachingAllocator {
   size_t active_ = 0;
   size_t peak_ = 0;
   size_t limit_ = ~size_t{0};
+  size_t cache_limit_ = kCacheLimitIsMemoryLimit;
+  size_t wired_limit_ = 0;  // recorded only: no residency sets off Apple GPUs
 };
 
 }  // namespace
@@ -176,6 +193,8 @@ std::shared_ptr<Buffer> allocator::malloc_device(size_t bytes, const char* op) {
   return std::make_shared<Buffer>(Buffer::DeviceTag{}, p, bytes);
 }
 
+size_t set_cache_limit(size_t limit) { return CachingAllocator::instance().set_cache_limit(limit); }
+size_t set_wired_limit(size_t limit) { return CachingAllocator::instance().set_wired_limit(limit); }
 size_t get_active_memory() { return CachingAllocator::instance().active(); }
 size_t get_peak_memory() { return CachingAllocator::instance().peak(); }
 void reset_peak_memory() { CachingAllocator::instance().reset_peak(); }

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 
+#include "core/ops_util.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -64,5 +65,7 @@ Dtype result_type(const std::vector<array>& arrays) {
   for (const array& a : arrays) t = promote_types(t, a.dtype());
   return t;
 }
+
+Shape broadcast_shapes(const Shape& s1, const Shape& s2) { return broadcast_shapes(s1, s2, "broadcast_shapes", {}); }
 
 }  // namespace kiln
