@@ -182,13 +182,29 @@ TEST(Core, MemoryCountersTrackBuffers) {
     a.eval();
     EXPECT_GE(get_active_memory(), base + (4u << 20));
   }
-  // eval returns once the result is ready; the stream worker lets go of its
-  // handle on the node a moment later, so wait for the streams to go idle.
-  synchronize();
+  // eval returns after the stream worker let go of its handles: no wait.
   EXPECT_EQ(get_active_memory(), base);
   EXPECT_GE(get_cache_memory(), 4u << 20);  // kept for reuse
   clear_cache();
   EXPECT_EQ(get_cache_memory(), 0u);
+}
+
+TEST(Core, CacheLimitBoundsTheBufferCache) {
+  synchronize();
+  clear_cache();
+  const size_t previous = set_cache_limit(1u << 20);
+  EXPECT_EQ(previous, get_memory_limit());  // the default: the memory limit
+  {
+    array big = ones({1 << 20}), small = ones({1000});
+    eval(big, small);
+  }
+  EXPECT_LE(get_cache_memory(), 1u << 20);  // the 4 MB buffer went back to the system
+  EXPECT_GT(get_cache_memory(), 0u);        // the small one is cached
+  EXPECT_EQ(set_cache_limit(0), 1u << 20);
+  EXPECT_EQ(get_cache_memory(), 0u);  // 0 disables the cache
+  set_cache_limit(previous);
+  EXPECT_EQ(set_wired_limit(123), 0u);  // recorded only
+  EXPECT_EQ(set_wired_limit(0), 123u);
 }
 
 TEST(Core, FailedEvalIsReportedToConsumersAndReaders) {
