@@ -210,7 +210,7 @@ TEST_F(GpuGraphs, CompiledDecodeStepsReuseTheirExecutables) {
   const cuda::GraphStats end = cuda::graph_stats();
   EXPECT_EQ(dec.traces(), 1);
   EXPECT_EQ(end.instantiated, warm.instantiated) << "a decode step built a new CUDA graph";
-  EXPECT_GT(end.updated, warm.updated);
+  EXPECT_GE(end.launched, warm.launched + 26);  // at least one graph per step
   EXPECT_EQ(end.fallbacks, warm.fallbacks);
 }
 
