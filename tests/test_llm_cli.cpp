@@ -57,8 +57,11 @@ TEST(LlmCli, GenerateOnTheDefaultRandomModel) {
   EXPECT_EQ(j["decode_tokens"].get<int>(), 5);
   EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0.0);
 
-  // Greedy is deterministic: the same ids again, and text mode reports speeds.
+  EXPECT_GT(j["peak_rss_bytes"].get<long>(), 0);
+
+  // Greedy is deterministic: the same ids again (and op by op), and text mode reports speeds.
   EXPECT_EQ(nlohmann::json::parse(run("generate -n 6 -p 'Hi there' --json").out)["ids"], j["ids"]);
+  EXPECT_EQ(nlohmann::json::parse(run("generate -n 6 -p 'Hi there' --json --no-compile").out)["ids"], j["ids"]);
   // Sampling through the host sampler chain is reproducible by seed.
   const std::string sampled = "generate -n 8 -p 'Hi there' --json --temp 1.5 --top-k 0 --top-p 1 --min-p 0 --seed ";
   const auto s1 = nlohmann::json::parse(run(sampled + "7").out);

@@ -16,13 +16,16 @@
 // requantized.
 //
 // Differences from mlx-lm: the KV cache always grows by whole steps (no
-// rotating window unless asked); sampling runs on the host for anything but
-// greedy decoding.
+// rotating window unless asked); Mistral's sliding window is a band mask
+// over the whole cache (mlx-lm ignores it); the decode step is one compiled
+// graph; sampling runs on the host for anything but greedy decoding.
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -64,6 +67,10 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v biases (Qwen 2)
   bool qk_norm = false;         // RMS norm of each head's q and k (Qwen 3)
+  // Mistral's sliding window: the token at position p attends to positions
+  // p - sliding_window + 1 ... p (sliding_window keys, itself included);
+  // 0: every earlier position.
+  int sliding_window = 0;
 
   int resolved_head_dim() const { return head_dim > 0 ? head_dim : hidden_size / num_heads; }
 };
@@ -146,6 +153,15 @@ class Model {
   // last_only: the logits of the last position alone, [B, 1, vocab].
   array forward(const array& tokens, std::vector<nn::KVCache>& caches, bool last_only = false) const;
   std::vector<nn::KVCache> make_caches() const;
+  // One decode step as a pure function of arrays, the function Decoder
+  // compiles. in = {tokens [B, 1] integer, position [1] int32, then each
+  // layer's key and value buffers [B, kv_heads, capacity, head_dim]} with
+  // position < capacity; out = {logits [B, 1, vocab] float32, then the
+  // buffers with this token's keys and values written at `position`
+  // (slice_update at an array offset: in place once the input buffers have
+  // no other owner)}. Buffer slots past `position` are masked out, so the
+  // graph's shapes do not change from token to token.
+  std::vector<array> decode_step(const std::vector<array>& in) const;
 
   const ModelConfig& config() const { return config_; }
   // Bytes of every weight (about what one decode step reads).
@@ -161,6 +177,50 @@ class Model {
   std::optional<array> rope_freqs_;
 
   array embed(const array& tokens) const;
+  // A layer's queries, keys and values [B, heads, T, head_dim], q/k normed
+  // (Qwen 3) and rotated at positions offset, offset + 1, ...
+  std::tuple<array, array, array> project_qkv(const Layer& l, const array& h, const array& offset) const;
+  // h + o_proj(attention [B, H, T, head_dim]), then + the MLP.
+  array finish_layer(const Layer& l, const array& h, const array& attention) const;
+  array logits(const array& h) const;
+};
+
+// The per-token decode loop's state after the prefill: the KV caches and
+// the step that appends one token to them. Compiled (the default), the step
+// is Model::decode_step traced once by kiln::compile per buffer capacity:
+// the position is an array carried from step to step (never a constant of
+// the graph) and the key/value buffers are state passed in and returned,
+// written in place, so every step replays the same graph (on the GPU, the
+// same cached CUDA graph). The buffers grow by `step` tokens when full (one
+// copy and one new trace per growth). Not compiled, each step is
+// Model::forward over the nn::KVCache list, rebuilt op by op.
+class Decoder {
+ public:
+  // caches: those the prompt was prefilled into (all the same offset > 0).
+  Decoder(const Model& model, std::vector<nn::KVCache> caches, bool compiled = true, int step = 256);
+  // Appends token ([B, 1] int32, may be lazy: the previous step's argmax)
+  // and returns the next position's logits [B, 1, vocab] float32 and their
+  // argmax [B, 1] int32, both lazy.
+  std::pair<array, array> step(const array& token);
+  int offset() const { return offset_; }
+  int capacity() const;
+  // How many times the step function was traced (compiled), or run (not compiled).
+  int traces() const { return *traces_; }
+  // The key and value buffers of each layer (compiled; for inspection).
+  const std::vector<array>& buffers() const { return buffers_; }
+
+ private:
+  void grow();
+
+  const Model* model_;
+  bool compiled_;
+  int step_;
+  int offset_ = 0;
+  std::vector<nn::KVCache> caches_;  // not compiled
+  std::function<std::vector<array>(const std::vector<array>&)> fn_;
+  std::optional<array> position_;    // [1] int32, the next token's position
+  std::vector<array> buffers_;       // k0, v0, k1, v1, ...
+  std::shared_ptr<int> traces_ = std::make_shared<int>(0);
 };
 
 // Picks the next token from the logits of the last position ([vocab],
@@ -176,6 +236,9 @@ struct GenerateOptions {
   // Stop when this returns true for a generated token (end of generation).
   std::function<bool(int32_t)> is_stop;
   StreamOrDevice stream;
+  // The decode step as one compiled graph (Decoder); false: op by op
+  // (`kiln generate --no-compile`).
+  bool compile = true;
 };
 
 struct GenerateStats {

@@ -57,6 +57,8 @@ ModelConfig config_from_hf_json(const std::string& json_text) {
   c.tie_word_embeddings = get_or<bool>(j, "tie_word_embeddings", false);
   c.attention_bias = type == "qwen2" || get_or<bool>(j, "attention_bias", false);
   c.qk_norm = type == "qwen3";
+  // Mistral's window; Qwen configs carry one with "use_sliding_window": false.
+  if (get_or<bool>(j, "use_sliding_window", true)) c.sliding_window = get_or<int>(j, "sliding_window", 0);
   if (auto it = j.find("rope_scaling"); it != j.end() && it->is_object()) {
     const std::string kind = get_or<std::string>(*it, "rope_type", get_or<std::string>(*it, "type", "default"));
     if (kind == "llama3" || kind == "linear") {

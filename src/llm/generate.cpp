@@ -1,10 +1,16 @@
-// Prefill in chunks, then one token per step. Greedy decoding keeps the
-// argmax on the device and queues step t+1 (async_eval) before reading
-// token t back, so the host's read-back and callback overlap the device's
-// next step; a host sampler needs the logits first and cannot overlap.
+// Prefill in chunks, then one token per step through a Decoder. Greedy
+// decoding keeps the argmax on the device and queues step t+1 (async_eval)
+// before reading token t back, so the host's read-back and callback overlap
+// the device's next step; a host sampler needs the logits first and cannot
+// overlap.
+//
+// The compiled step's inputs are moved out of the Decoder into the call and
+// dropped after it, so the graph's slice_update nodes are the buffers' only
+// owners and write the new token in place.
 #include <chrono>
 #include <optional>
 
+#include "kiln/compile.h"
 #include "kiln/llm.h"
 #include "kiln/ops.h"
 
@@ -16,6 +22,62 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+Decoder::Decoder(const Model& model, std::vector<nn::KVCache> caches, bool compiled, int step)
+    : model_(&model), compiled_(compiled), step_(step) {
+  if (caches.empty() || caches[0].empty()) throw Error("[llm::Decoder] needs prefilled caches");
+  if (step <= 0) throw Error("[llm::Decoder] step must be positive, got " + std::to_string(step));
+  offset_ = caches[0].offset();
+  if (!compiled) {
+    caches_ = std::move(caches);
+    return;
+  }
+  for (const nn::KVCache& c : caches) {
+    if (c.offset() != offset_) throw Error("[llm::Decoder] the caches hold different numbers of tokens");
+    buffers_.push_back(*c.key_buffer());
+    buffers_.push_back(*c.value_buffer());
+  }
+  caches.clear();  // the buffers' only owner is now this Decoder
+  position_ = array(std::vector<int32_t>{offset_}, {1});
+  std::shared_ptr<int> traces = traces_;
+  fn_ = compile([&model, traces](const std::vector<array>& in) {
+    ++*traces;
+    std::vector<array> out = model.decode_step(in);
+    const array next = astype(argmax(out[0], -1), int32);
+    out.insert(out.begin() + 1, {next, in[1] + array(1, int32)});
+    return out;  // logits, argmax, position + 1, buffers
+  });
+}
+
+int Decoder::capacity() const {
+  if (!compiled_) return caches_[0].key_buffer()->shape(2);
+  return buffers_[0].shape(2);
+}
+
+void Decoder::grow() {
+  for (array& b : buffers_) {
+    b = concatenate({b, zeros({b.shape(0), b.shape(1), step_, b.shape(3)}, b.dtype())}, 2);
+  }
+}
+
+std::pair<array, array> Decoder::step(const array& token) {
+  if (!compiled_) {
+    ++*traces_;
+    array logits = model_->forward(token, caches_, /*last_only=*/true);
+    ++offset_;
+    return {logits, astype(argmax(logits, -1), int32)};
+  }
+  if (offset_ >= capacity()) grow();
+  std::vector<array> in = {token, *position_};
+  for (array& b : buffers_) in.push_back(std::move(b));
+  buffers_.clear();
+  std::vector<array> out = fn_(in);
+  in.clear();
+  position_ = out[2];
+  buffers_.assign(out.begin() + 3, out.end());
+  ++offset_;
+  return {out[0], out[1]};
+}
 
 GenerateStats generate(const Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& opt,
                        const std::function<bool(int32_t)>& on_token) {
@@ -67,7 +129,12 @@ GenerateStats generate(const Model& model, const std::vector<int32_t>& prompt, c
   if (!on_token(tok) || stop(tok)) return stats;
 
   const auto t1 = std::chrono::steady_clock::now();
-  auto step = [&](const array& last) { return next_token(model.forward(last, caches, /*last_only=*/true)); };
+  Decoder decoder(model, std::move(caches), opt.compile);
+  // Greedy takes the step's own argmax; a host sampler reads the logits.
+  auto step = [&](const array& last) {
+    auto [step_logits, best] = decoder.step(last);
+    return opt.sampler ? next_token(step_logits) : best;
+  };
   // Greedy: `pending` is the step the device is running while the host
   // builds the one after it and reads the pending token back.
   std::optional<array> pending;

@@ -76,6 +76,7 @@ ModelConfig config_from_gguf(const gguf::File& f) {
   c.rms_norm_eps = static_cast<float>(meta_number(f, p + "attention.layer_norm_rms_epsilon").value_or(1e-5));
   c.rope_theta = static_cast<float>(meta_number(f, p + "rope.freq_base").value_or(10000.0));
   if (f.find(p + "context_length")) c.max_position_embeddings = meta_int(f, p + "context_length");
+  if (f.find(p + "attention.sliding_window")) c.sliding_window = meta_int(f, p + "attention.sliding_window");
   if (const gguf::Value* t = f.find(p + "rope.scaling.type"); t && t->get<std::string>() == "linear") {
     c.rope_scaling.type = "linear";
     c.rope_scaling.factor = static_cast<float>(meta_number(f, p + "rope.scaling.factor").value_or(1.0));

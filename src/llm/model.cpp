@@ -63,6 +63,17 @@ Linear make_linear(const TensorMap& t, const std::string& prefix, std::optional<
   return l;
 }
 
+// The band of Mistral's sliding window for T queries at positions
+// offset.. over the offset + T cached keys: query i sees keys j with
+// i - window < j <= i. nullopt where no query reaches past the window (the
+// plain causal mask is then the same).
+std::optional<array> window_mask(int offset, int T, int window) {
+  if (window <= 0 || offset + T <= window) return std::nullopt;
+  array q = reshape(arange(offset, offset + T, 1), {T, 1});
+  array k = reshape(arange(0, offset + T, 1), {1, offset + T});
+  return logical_and(less_equal(k, q), greater(k, q - array(window, int32)));
+}
+
 // silu(gate) * up fused into one elementwise kernel.
 const ArrayFn& swiglu() {
   static const ArrayFn fn = compile([](const std::vector<array>& in) { return std::vector<array>{silu(in[0]) * in[1]}; });
@@ -225,6 +236,32 @@ array Model::embed(const array& tokens) const {
                     float32);
 }
 
+std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& h, const array& offset) const {
+  const ModelConfig& c = config_;
+  const int B = h.shape(0), T = h.shape(1), hd = c.resolved_head_dim();
+  const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
+  const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
+  auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
+  array x = fast::rms_norm(h, l.attn_norm, c.rms_norm_eps);
+  array q = heads(l.q(x), c.num_heads), k = heads(l.k(x), c.num_kv_heads), v = heads(l.v(x), c.num_kv_heads);
+  if (l.q_norm) q = fast::rms_norm(q, *l.q_norm, c.rms_norm_eps);
+  if (l.k_norm) k = fast::rms_norm(k, *l.k_norm, c.rms_norm_eps);
+  q = fast::rope(q, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
+  k = fast::rope(k, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
+  return {q, k, v};
+}
+
+array Model::finish_layer(const Layer& l, const array& h, const array& attention) const {
+  const int B = h.shape(0), T = h.shape(1), n = attention.shape(1) * attention.shape(3);
+  array out = h + l.o(reshape(transpose(attention, {0, 2, 1, 3}), {B, T, n}));
+  array x = fast::rms_norm(out, l.mlp_norm, config_.rms_norm_eps);
+  return out + l.down(swiglu()({l.gate(x), l.up(x)})[0]);
+}
+
+array Model::logits(const array& h) const {
+  return astype(lm_head_(fast::rms_norm(h, final_norm_, config_.rms_norm_eps)), float32);
+}
+
 array Model::forward(const array& tokens, std::vector<nn::KVCache>& caches, bool last_only) const {
   const ModelConfig& c = config_;
   if (tokens.ndim() != 2 || !is_integral(tokens.dtype())) {
@@ -235,31 +272,49 @@ array Model::forward(const array& tokens, std::vector<nn::KVCache>& caches, bool
     throw Error("[llm::Model::forward] " + std::to_string(caches.size()) + " caches for " +
                 std::to_string(layers_.size()) + " layers");
   }
-  const int B = tokens.shape(0), T = tokens.shape(1), H = c.num_heads, KVH = c.num_kv_heads;
-  const int hd = c.resolved_head_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
-  const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
-  auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
-
+  const int B = tokens.shape(0), T = tokens.shape(1);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.resolved_head_dim()));
   array h = embed(tokens);
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& l = layers_[i];
     const int offset = caches[i].offset();
-    array x = fast::rms_norm(h, l.attn_norm, c.rms_norm_eps);
-    array q = heads(l.q(x), H), k = heads(l.k(x), KVH), v = heads(l.v(x), KVH);
-    if (l.q_norm) q = fast::rms_norm(q, *l.q_norm, c.rms_norm_eps);
-    if (l.k_norm) k = fast::rms_norm(k, *l.k_norm, c.rms_norm_eps);
-    q = fast::rope(q, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
-    k = fast::rope(k, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
+    auto [q, k, v] = project_qkv(layers_[i], h, array(offset, int32));
     auto [keys, values] = caches[i].update_and_fetch(k, v);
-    array o = fast::scaled_dot_product_attention(q, keys, values, scale, T > 1 ? "causal" : "");
-    h = h + l.o(reshape(transpose(o, {0, 2, 1, 3}), {B, T, H * hd}));
-    x = fast::rms_norm(h, l.mlp_norm, c.rms_norm_eps);
-    h = h + l.down(swiglu()({l.gate(x), l.up(x)})[0]);
+    const std::optional<array> band = window_mask(offset, T, c.sliding_window);
+    array o = band ? fast::scaled_dot_product_attention(q, keys, values, scale, "array", band)
+                   : fast::scaled_dot_product_attention(q, keys, values, scale, T > 1 ? "causal" : "");
+    h = finish_layer(layers_[i], h, o);
   }
   if (last_only && T > 1) h = slice(h, {0, T - 1, 0}, {B, T, h.shape(2)});
-  return astype(lm_head_(fast::rms_norm(h, final_norm_, c.rms_norm_eps)), float32);
+  return logits(h);
+}
+
+std::vector<array> Model::decode_step(const std::vector<array>& in) const {
+  const ModelConfig& c = config_;
+  const size_t L = layers_.size();
+  if (in.size() != 2 + 2 * L || in[0].ndim() != 2 || in[0].shape(1) != 1 || in[1].ndim() != 1 ||
+      in[1].size() != 1) {
+    throw Error("[llm::Model::decode_step] needs {tokens [B, 1], position [1], then a key and a value buffer per "
+                "layer} (" + std::to_string(2 + 2 * L) + " arrays), got " + std::to_string(in.size()));
+  }
+  const array& position = in[1];
+  const int capacity = in[2].shape(2);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.resolved_head_dim()));
+  // Slot j of the buffers holds position j: those after `position` are not written yet.
+  const array slots = arange(0, capacity, 1);
+  array visible = less_equal(slots, position);
+  if (c.sliding_window > 0) visible = logical_and(visible, greater(slots, position - array(c.sliding_window, int32)));
+  std::vector<array> out = {array(0.0f)};
+  array h = embed(in[0]);
+  for (size_t i = 0; i < L; ++i) {
+    auto [q, k, v] = project_qkv(layers_[i], h, position);
+    array keys = slice_update(in[2 + 2 * i], k, position, {2});
+    array values = slice_update(in[3 + 2 * i], v, position, {2});
+    h = finish_layer(layers_[i], h, fast::scaled_dot_product_attention(q, keys, values, scale, "array", visible));
+    out.push_back(keys);
+    out.push_back(values);
+  }
+  out[0] = logits(h);
+  return out;
 }
 
 }  // namespace kiln::llm

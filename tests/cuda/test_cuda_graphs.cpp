@@ -11,6 +11,7 @@
 
 #include "backend/cuda/graph_encoder.h"
 #include "kiln/kiln.h"
+#include "kiln/llm.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -184,4 +185,33 @@ TEST_F(GpuGraphs, HostRunningAheadStaysWithinMemory) {
 }
 
 }  // namespace
+TEST_F(GpuGraphs, CompiledDecodeStepsReuseTheirExecutables) {
+  // The compiled decode step (llm::Decoder) replays one graph per token;
+  // after the first steps (constants evaluated, the position an array on
+  // the device) every step finds its CUDA graphs in the cache.
+  llm::ModelConfig c;
+  c.vocab_size = 160;
+  c.hidden_size = 128;
+  c.intermediate_size = 256;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  llm::Model m = llm::Model::random(c, 41);
+  StreamContext ctx(Device::gpu);
+  auto caches = m.make_caches();
+  array token = astype(argmax(m.forward(array({3, 14, 15, 92, 65}, {1, 5}), caches, true), -1), int32);
+  llm::Decoder dec(m, std::move(caches));
+  cuda::GraphStats warm{};
+  for (int i = 0; i < 30; ++i) {
+    token = dec.step(token).second;
+    eval(token);
+    if (i == 3) warm = cuda::graph_stats();
+  }
+  const cuda::GraphStats end = cuda::graph_stats();
+  EXPECT_EQ(dec.traces(), 1);
+  EXPECT_EQ(end.instantiated, warm.instantiated) << "a decode step built a new CUDA graph";
+  EXPECT_GE(end.launched, warm.launched + 26);  // at least one graph per step
+  EXPECT_EQ(end.fallbacks, warm.fallbacks);
+}
+
 }  // namespace kiln::test

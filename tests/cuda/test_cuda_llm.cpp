@@ -1,7 +1,8 @@
 // The LLM runtime on the GPU (CTest label `cuda`): a random Llama / Qwen 3
 // in float32, bfloat16 and with Q8_0 / Q4_0 block weights gives the CPU's
 // logits (within the type's rounding) and, at float32, the CPU's greedy ids
-// through the pipelined decode loop.
+// through the pipelined decode loop; the compiled decode step (llm::Decoder)
+// gives the op-by-op step's ids and logits on the GPU.
 #include <gtest/gtest.h>
 
 #include "kiln/kiln.h"
@@ -86,6 +87,30 @@ Model blocks_of(const llm::ModelConfig& c, const std::string& mode) {
 
 float max_abs_diff(const array& a, const array& b) { return max(abs(a - b)).item<float>(); }
 
+struct Steps {
+  std::vector<int32_t> ids;
+  std::vector<array> logits;
+  int traces = 0;
+};
+
+// n greedy steps through an llm::Decoder on device d after prefilling kPrompt.
+Steps decode_steps(const Model& m, Device d, bool compiled, int n) {
+  StreamContext ctx(d);
+  auto caches = m.make_caches();
+  array token = astype(argmax(m.forward(array(kPrompt, {1, static_cast<int>(kPrompt.size())}), caches, true), -1), int32);
+  llm::Decoder dec(m, std::move(caches), compiled);
+  Steps s;
+  for (int i = 0; i < n; ++i) {
+    auto [logits, next] = dec.step(token);
+    eval({logits, next});
+    s.logits.push_back(logits);
+    s.ids.push_back(next.item<int32_t>());
+    token = next;
+  }
+  s.traces = dec.traces();
+  return s;
+}
+
 }  // namespace
 
 TEST(CudaLlm, GreedyIdsAndLogitsMatchTheCpu) {
@@ -106,6 +131,26 @@ TEST(CudaLlm, HalfAndBlockWeightsMatchTheCpu) {
     EXPECT_LT(max_abs_diff(last_logits(q, Device::gpu), last_logits(q, Device::cpu)), 2e-3f) << mode;
     const auto ids = greedy(q, Device::gpu, 8);
     EXPECT_EQ(ids.size(), 8u) << mode;
+  }
+}
+
+TEST(CudaLlm, CompiledDecodeMatchesOpByOpOnTheGpu) {
+  if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU available for the cuda suite";
+  llm::ModelConfig mistral = tiny("llama");
+  mistral.sliding_window = 5;
+  std::vector<std::pair<std::string, Model>> models;
+  models.emplace_back("llama", Model::random(tiny("llama"), 31));
+  models.emplace_back("qwen3", Model::random(tiny("qwen3"), 32));
+  models.emplace_back("mistral (window 5)", Model::random(mistral, 33));
+  models.emplace_back("llama q8_0", blocks_of(tiny("llama"), "q8_0"));
+  for (const auto& [name, m] : models) {
+    const Steps op_by_op = decode_steps(m, Device::gpu, false, 40), compiled = decode_steps(m, Device::gpu, true, 40);
+    EXPECT_EQ(compiled.ids, op_by_op.ids) << name;
+    EXPECT_EQ(compiled.traces, 1) << name;
+    for (size_t i = 0; i < compiled.logits.size(); ++i) {
+      EXPECT_LT(max_abs_diff(compiled.logits[i], op_by_op.logits[i]), 1e-4f) << name << " step " << i;
+    }
+    EXPECT_EQ(compiled.ids, decode_steps(m, Device::cpu, true, 40).ids) << name << ": GPU vs CPU";
   }
 }
 

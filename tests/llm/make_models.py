@@ -25,10 +25,11 @@ import tempfile
 try:
     import numpy as np
     import gguf
-    import mlx.core as mx
     from safetensors.numpy import save_file
-    from mlx_lm.utils import load_model
-    from mlx_lm.models.cache import make_prompt_cache
+    if __name__ == "__main__":  # tests/llm/llama_cpp_ref.py imports the writers without mlx
+        import mlx.core as mx
+        from mlx_lm.utils import load_model
+        from mlx_lm.models.cache import make_prompt_cache
 except ImportError as e:  # the C++ test skips on 77
     print(f"missing python package: {e.name}", file=sys.stderr)
     sys.exit(77)

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -20,6 +21,18 @@
 
 namespace kiln::cli {
 namespace {
+
+// This process's peak resident set (VmHWM of /proc/self/status: its own
+// pages, not those of the host compiler it may run for compile's kernels);
+// 0 where the file does not exist.
+long peak_rss_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6)) * 1024;
+  }
+  return 0;
+}
 
 using llm::Model;
 using llm::Tokenizer;
@@ -93,6 +106,7 @@ int run_generate(const GenerateCliOptions& opt) {
   llm::GenerateOptions g;
   g.max_tokens = opt.n;
   g.stream = device_of(opt.device);
+  g.compile = !opt.no_compile;
   std::optional<llm::Sampler> sampler;
   if (opt.temp > 0) {
     llm::SamplerParams p;
@@ -137,7 +151,8 @@ int run_generate(const GenerateCliOptions& opt) {
                         {"prompt_tokens_per_second", s.prompt_tps()},
                         {"decode_tokens", s.decode_tokens},
                         {"decode_seconds", s.decode_seconds},
-                        {"decode_tokens_per_second", s.decode_tps()}};
+                        {"decode_tokens_per_second", s.decode_tps()},
+                        {"peak_rss_bytes", peak_rss_bytes()}};
     std::printf("%s\n", j.dump().c_str());
     return 0;
   }
@@ -175,6 +190,7 @@ int run_bench_llm(const BenchLlmOptions& opt) {
   };
   llm::GenerateOptions g;
   g.stream = device_of(opt.device);
+  g.compile = !opt.no_compile;
   auto ignore = [](int32_t) { return true; };
   // pp: the prompt's prefill (its first token included, as llama-bench);
   // tg: n tokens decoded after a one-token prompt. One untimed run of each first.

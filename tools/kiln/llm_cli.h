@@ -17,6 +17,7 @@ struct GenerateCliOptions {
   std::string device = "cpu";
   bool json = false;
   bool chat = false;
+  bool no_compile = false;  // decode op by op instead of one compiled graph per step
 };
 int run_generate(const GenerateCliOptions& opt);
 
@@ -27,6 +28,7 @@ struct BenchLlmOptions {
   int reps = 5;
   std::string output = "md";  // md | csv | json
   std::string device = "cpu";
+  bool no_compile = false;
 };
 int run_bench_llm(const BenchLlmOptions& opt);
 

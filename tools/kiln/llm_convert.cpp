@@ -105,6 +105,7 @@ int to_gguf(const Checkpoint& cp, const std::string& out, const std::string& typ
   w.add(a + ".rope.dimension_count", uint32_t(hd));
   w.add(a + ".rope.freq_base", c.rope_theta);
   w.add(a + ".attention.layer_norm_rms_epsilon", c.rms_norm_eps);
+  if (c.sliding_window > 0) w.add(a + ".attention.sliding_window", uint32_t(c.sliding_window));
   if (c.rope_scaling.type == "linear") {
     w.add(a + ".rope.scaling.type", "linear");
     w.add(a + ".rope.scaling.factor", c.rope_scaling.factor);
@@ -172,6 +173,7 @@ int to_hf(const Checkpoint& cp, const std::string& out, const std::string& type)
                       {"max_position_embeddings", c.max_position_embeddings},
                       {"tie_word_embeddings", !cp.tensors.count("lm_head.weight")},
                       {"torch_dtype", type == "f32" ? "float32" : type == "f16" ? "float16" : "bfloat16"}};
+  if (c.sliding_window > 0) j["sliding_window"] = c.sliding_window;
   if (c.rope_scaling.type == "linear") j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", c.rope_scaling.factor}};
   if (cp.tensors.count("rope_freqs")) {
     std::fprintf(stderr, "kiln convert: note: the file's rope_freqs (Llama 3 scaling) are not written to config.json\n");

@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   llm->add_option("-r,--repetitions", bench_llm.reps, "Timed repetitions")->check(CLI::PositiveNumber)->capture_default_str();
   llm->add_option("-o,--output", bench_llm.output, "Table format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
   llm->add_option("--device", bench_llm.device, "Device")->check(CLI::IsMember({"cpu", "gpu"}))->capture_default_str();
+  llm->add_flag("--no-compile", bench_llm.no_compile, "Decode op by op instead of one compiled graph per step");
 
   kiln::cli::GenerateCliOptions gen;
   CLI::App* generate = app.add_subcommand("generate", "Generate text with a model (streams it, then tokens/s)");
@@ -96,6 +97,7 @@ int main(int argc, char** argv) {
   generate->add_option("--device", gen.device, "Device")->check(CLI::IsMember({"cpu", "gpu"}))->capture_default_str();
   generate->add_flag("--json", gen.json, "Print the token ids and timings as JSON instead of text");
   generate->add_flag("--chat", gen.chat, "Wrap the prompt in the model's chat template as a user message");
+  generate->add_flag("--no-compile", gen.no_compile, "Build each decode step op by op instead of replaying one compiled graph");
 
   kiln::cli::ConvertOptions conv;
   CLI::App* convert = app.add_subcommand("convert", "Convert a Hugging Face directory to GGUF (quantizing) or back");
