@@ -251,8 +251,10 @@ Trace simplify(const Trace& t, const std::vector<array>& inputs) {
 
 // ---- fusion ----
 
+// Both backends fuse: the CPU through its code generator or interpreter,
+// the GPU through NVRTC (backend/cuda/compiled_codegen.h), each op the
+// same definition the unfused kernels use.
 bool is_fusible_op(const TapeNode& n) {
-  if (n.prim->stream().device.type != Device::cpu) return false;
   const Primitive* p = n.prim.get();
   // A signed integer power stays its own node: its kernel checks for negative
   // exponents (an error), which a fused kernel cannot report.
@@ -262,9 +264,13 @@ bool is_fusible_op(const TapeNode& n) {
   return dynamic_cast<const Unary*>(p) || dynamic_cast<const Select*>(p) || dynamic_cast<const Copy*>(p);
 }
 
-bool is_broadcast(const TapeNode& n) {
-  return n.prim->stream().device.type == Device::cpu && dynamic_cast<const Broadcast*>(n.prim.get());
-}
+bool is_broadcast(const TapeNode& n) { return dynamic_cast<const Broadcast*>(n.prim.get()); }
+
+// A GPU region's kernel takes its inputs as parameters and is built by
+// NVRTC at first use: bounded inputs keep the parameters small, bounded ops
+// keep a build short (a long chain becomes a few kernels).
+constexpr size_t kMaxGpuRegionInputs = 32;
+constexpr int kMaxGpuRegionOps = 256;
 
 FusedStep make_step(const TapeNode& n, const std::vector<int>& args, const std::vector<ValueInfo>& info,
                     const std::vector<int>& node_args) {
@@ -317,6 +323,10 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   for (int r = nn - 1; r >= 0; --r) {
     if (region_of[r] >= 0 || !is_fusible_op(t.nodes[r])) continue;
     const Shape& shape = t.nodes[r].shape;
+    const Stream stream = t.nodes[r].prim->stream();
+    const bool gpu = stream.device.type == Device::gpu;
+    std::set<int> outside;  // values the region reads from outside (GPU bound)
+    int n_ops = 1;
     std::vector<int> members;
     std::priority_queue<int> pq;
     std::set<int> queued;
@@ -327,16 +337,26 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
         if (a >= base && queued.insert(a - base).second) pq.push(a - base);
       }
     };
+    for (int a : t.nodes[r].args) outside.insert(a);
     push_args(r);
     while (!pq.empty()) {
       int k = pq.top();
       pq.pop();
       const TapeNode& n = t.nodes[k];
-      if (region_of[k] >= 0 || is_output[base + k] || n.shape != shape) continue;
+      if (region_of[k] >= 0 || is_output[base + k] || n.shape != shape || !(n.prim->stream() == stream)) continue;
       if (!is_fusible_op(n) && !is_broadcast(n)) continue;
       bool all_in = true;
       for (int c : consumers[base + k]) all_in = all_in && region_of[c] == r;
       if (!all_in) continue;
+      if (gpu) {
+        // Taking k in replaces it by its arguments among the region's inputs.
+        std::set<int> grown = outside;
+        grown.erase(base + k);
+        for (int a : n.args) grown.insert(a);
+        if (grown.size() > kMaxGpuRegionInputs || (is_fusible_op(n) && n_ops >= kMaxGpuRegionOps)) continue;
+        outside = std::move(grown);
+      }
+      n_ops += is_fusible_op(n) ? 1 : 0;
       region_of[k] = r;
       members.push_back(k);
       if (!is_broadcast(n)) push_args(k);
@@ -426,8 +446,12 @@ std::vector<array> replay(const Trace& t, const std::vector<array>& inputs) {
   return outs;
 }
 
+// The inputs' dtypes and shapes, and the default stream the trace's ops
+// land on (a trace made for the GPU must not serve a CPU call).
 std::string signature(const std::vector<array>& inputs) {
-  std::string key;
+  const Stream st = to_stream({});
+  std::string key = std::to_string(static_cast<int>(st.device.type)) + "." + std::to_string(st.device.index) + "." +
+                    std::to_string(st.index) + "|";
   for (const auto& a : inputs) {
     key += std::to_string(static_cast<int>(a.dtype()));
     key += ':';
@@ -532,9 +556,6 @@ void* Compiled::codegen_kernel(const std::string& layouts, const std::function<v
   return fn;
 }
 
-void Compiled::eval_gpu(const std::vector<array>&, array&) {
-  throw Error("[Compiled] fused kernels run on the CPU only; compile does not fuse GPU nodes");
-}
 void Placeholder::eval_cpu(const std::vector<array>&, array&) {
   throw Error("[compile] a traced function cannot evaluate its inputs (item, data or eval inside fn)");
 }

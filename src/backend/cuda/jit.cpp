@@ -24,6 +24,7 @@
 
 #include "backend/cpu/compiled_codegen.h"
 #include "backend/cuda/cuda_common.h"
+#include "core/compiled.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -31,6 +32,8 @@ namespace {
 
 std::mutex jit_mutex;
 std::unordered_map<std::string, cudaKernel_t> loaded;  // key + name -> kernel
+std::atomic<int64_t> nvrtc_builds{0};
+std::atomic<int64_t> disk_loads{0};
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -97,7 +100,23 @@ void store(const std::string& path, const std::string& cubin) {
   if (ec) std::filesystem::remove(tmp, ec);
 }
 
+// NVRTC's defaults otherwise (--fmad=true, IEEE division and square root),
+// which are nvcc's: compile's fused kernels round as the library's do.
+std::vector<std::string> nvrtc_options(int arch) {
+  const std::string inc = include_dir();
+  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(arch), "-std=c++17",
+                                      "--device-as-default-execution-space", "-I" + inc};
+  // CUDA 13 keeps libcu++ (cooperative_groups.h, cuda/std/) under cccl/.
+  std::error_code ec;
+  if (std::filesystem::is_directory(inc + "/cccl", ec)) options.push_back("-I" + inc + "/cccl");
+  return options;
+}
+
 }  // namespace
+
+std::string jit_compile(const std::string& source, const std::string& name, int arch, const char* op) {
+  return compile(source, name, nvrtc_options(arch), op);
+}
 
 cudaKernel_t jit_kernel(const std::string& source, const std::string& name, const char* op) {
   int device = 0, major = 0, minor = 0;
@@ -106,12 +125,8 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& name, cons
   KILN_CUDA_CHECK(op, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   int nv_major = 0, nv_minor = 0;
   nvrtcVersion(&nv_major, &nv_minor);
-  const std::string inc = include_dir();
-  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(major * 10 + minor), "-std=c++17",
-                                      "--device-as-default-execution-space", "-I" + inc};
-  // CUDA 13 keeps libcu++ (needed by cooperative_groups.h) under cccl/.
+  const std::vector<std::string> options = nvrtc_options(major * 10 + minor);
   std::error_code ec;
-  if (std::filesystem::is_directory(inc + "/cccl", ec)) options.push_back("-I" + inc + "/cccl");
   std::string line = "nvrtc " + std::to_string(nv_major) + "." + std::to_string(nv_minor);
   for (const auto& o : options) line += " " + o;
   char hex[17];
@@ -128,7 +143,10 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& name, cons
   std::string cubin = disk ? read_file(path) : "";
   if (cubin.empty()) {
     cubin = compile(source, name, options, op);
+    nvrtc_builds.fetch_add(1);
     if (disk) store(path, cubin);
+  } else {
+    disk_loads.fetch_add(1);
   }
   cudaLibrary_t lib;
   KILN_CUDA_CHECK(op, cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
@@ -139,3 +157,7 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& name, cons
 }
 
 }  // namespace kiln::cuda
+
+namespace kiln::detail {
+GpuJitCounters gpu_jit_counters() { return {cuda::nvrtc_builds.load(), cuda::disk_loads.load()}; }
+}  // namespace kiln::detail
