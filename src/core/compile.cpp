@@ -2,7 +2,8 @@
 //
 // Tracing calls fn on placeholder arrays and records every node that
 // depends on them into a tape (post-order). Nodes that do not depend on the
-// inputs (scalars made inside fn, captured arrays) are kept as constants.
+// inputs (scalars made inside fn, captured arrays) are kept as constants,
+// except broadcasts of scalars, which stay nodes that fusion absorbs.
 // The tape is simplified (no-op views and casts removed, common
 // subexpressions merged through Primitive::is_equivalent, dead nodes
 // dropped), then each maximal DAG of elementwise nodes (Unary, Binary,
@@ -96,8 +97,16 @@ Trace trace(const ArrayFn& fn, const std::vector<array>& inputs, int* traced_nod
       }
     }
   }
+  // A broadcast of an evaluated scalar (`x * 0.5f` broadcasts the 0.5) is
+  // kept as a tape node, not a constant: a fused region then reads the
+  // scalar itself (one value, passed by value on the GPU), and equal scalars
+  // are one constant.
+  auto is_scalar_broadcast = [](const array& n) {
+    const auto& in = n.inputs();
+    return in.size() == 1 && is_evaluated_scalar(in[0]) && dynamic_cast<const Broadcast*>(n.primitive().get());
+  };
   for (const auto& n : order) {
-    bool dep = false;
+    bool dep = is_scalar_broadcast(n);
     for (const auto& a : n.inputs()) {
       dep = dep || ids.count(a.desc().get()) || (depends.count(a.desc().get()) && depends[a.desc().get()]);
     }
