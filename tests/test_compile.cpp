@@ -262,6 +262,23 @@ TEST(Compile, GpuRegionsAreBounded) {
   EXPECT_EQ(count_nodes(out, "Unary") + count_nodes(out, "Binary"), 0);
   EXPECT_EQ(out[0].primitive()->stream(), gpu);
 
+  // A scalar's broadcast shared by every region (CSE made it one node): each
+  // region reads the scalar itself, and no broadcast node is left.
+  auto scaled = [&](const std::vector<array>& in) -> std::vector<array> {
+    array x = in[0];
+    for (int i = 0; i < 600; ++i) {
+      array half = array(x.shape(), x.dtype(), std::make_shared<Broadcast>(gpu, x.shape()), {array(0.5f)});
+      x = i % 2 ? bin(BinaryOp::multiply, x, half) : bin(BinaryOp::add, x, in[1]);
+    }
+    return {x};
+  };
+  std::vector<array> s = compile(scaled)(in);
+  EXPECT_EQ(count_nodes(s, "Compiled"), 3);  // 256 + 256 + 88 ops
+  EXPECT_EQ(count_nodes(s, "Broadcast"), 0);
+  bool reads_scalar = false;
+  for (const auto& a : s[0].inputs()) reads_scalar = reads_scalar || a.ndim() == 0;
+  EXPECT_TRUE(reads_scalar);
+
   // 40 distinct inputs summed: a region of at most 32 inputs, then the rest.
   auto wide = [&](const std::vector<array>& in) -> std::vector<array> {
     array acc = in[0];

@@ -306,10 +306,12 @@ FusedStep make_step(const TapeNode& n, const std::vector<int>& args, const std::
   return s;
 }
 
-// Replaces each region of >= 2 elementwise ops by one Compiled node. A node
+// Replaces each region of >= 2 elementwise ops by one Compiled node. An op
 // joins the region of its consumer only when every consumer is in the
 // region and it is not an output, so a region has exactly one output (its
-// root) and never depends on itself through an outside node.
+// root) and never depends on itself through an outside node. A broadcast
+// joins as a view the region reads through (the region takes its input):
+// it may serve several regions, and stays a node while others read it.
 Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   std::vector<ValueInfo> info = value_infos(t, inputs);
   int base = t.first_node();
@@ -353,10 +355,11 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       pq.pop();
       const TapeNode& n = t.nodes[k];
       if (region_of[k] >= 0 || is_output[base + k] || n.shape != shape || !(n.prim->stream() == stream)) continue;
-      if (!is_fusible_op(n) && !is_broadcast(n)) continue;
+      const bool bcast = is_broadcast(n);
+      if (!is_fusible_op(n) && !bcast) continue;
       bool all_in = true;
       for (int c : consumers[base + k]) all_in = all_in && region_of[c] == r;
-      if (!all_in) continue;
+      if (!all_in && !bcast) continue;
       if (gpu) {
         // Taking k in replaces it by its arguments among the region's inputs.
         std::set<int> grown = outside;
@@ -366,9 +369,11 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
         outside = std::move(grown);
       }
       n_ops += is_fusible_op(n) ? 1 : 0;
-      region_of[k] = r;
       members.push_back(k);
-      if (!is_broadcast(n)) push_args(k);
+      if (!bcast) {
+        region_of[k] = r;
+        push_args(k);
+      }
     }
     int ops = 0;
     for (int k : members) ops += is_fusible_op(t.nodes[k]) ? 1 : 0;
@@ -378,6 +383,8 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       continue;
     }
     std::sort(members.begin(), members.end());
+    const std::set<int> member_set(members.begin(), members.end());
+    auto is_member = [&](int v) { return v >= base && member_set.count(v - base) > 0; };
     // External inputs and local value numbers.
     std::vector<int> ext;  // value ids
     std::map<int, int> local;
@@ -386,7 +393,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       if (it != local.end()) return it->second;
       // An external value; a Broadcast member stands for its input.
       int src = v;
-      if (v >= base && region_of[v - base] == r && is_broadcast(t.nodes[v - base])) src = t.nodes[v - base].args[0];
+      if (is_member(v) && is_broadcast(t.nodes[v - base])) src = t.nodes[v - base].args[0];
       auto it2 = std::find(ext.begin(), ext.end(), src);
       int idx = static_cast<int>(it2 - ext.begin());
       if (it2 == ext.end()) ext.push_back(src);
@@ -397,7 +404,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
     for (int k : members) {
       if (!is_fusible_op(t.nodes[k])) continue;
       for (int a : t.nodes[k].args) {
-        if (!(a >= base && region_of[a - base] == r && !is_broadcast(t.nodes[a - base]))) local_of(a);
+        if (!(is_member(a) && !is_broadcast(t.nodes[a - base]))) local_of(a);
       }
     }
     std::vector<Dtype> in_dtypes;
@@ -412,7 +419,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       steps.push_back(make_step(n, largs, info, n.args));
       local[base + k] = nin + static_cast<int>(steps.size()) - 1;
     }
-    for (int k : members) removed[k] = k != r;
+    for (int k : members) removed[k] = k != r && !is_broadcast(t.nodes[k]);
     compiled_at[r] = std::make_shared<Compiled>(t.nodes[r].prim->stream(), in_dtypes, steps);
     compiled_args[r] = ext;
     ++*regions;
@@ -498,7 +505,8 @@ ArrayFn compile(ArrayFn fn) {
       Trace raw = trace(state->fn, inputs, &stats.traced_nodes);
       Trace simple = simplify(raw, inputs);
       stats.simplified_nodes = static_cast<int>(simple.nodes.size());
-      auto fused = std::make_shared<Trace>(fuse(simple, inputs, &stats.fused_regions));
+      // Simplified again: broadcasts every region read through are dead now.
+      auto fused = std::make_shared<Trace>(simplify(fuse(simple, inputs, &stats.fused_regions), inputs));
       stats.final_nodes = static_cast<int>(fused->nodes.size());
       stats.constants = static_cast<int>(fused->constants.size());
       trace_count.fetch_add(1);
