@@ -2,8 +2,9 @@
 // NVRTC): the sources generated for regions that hold every op on every
 // dtype, every cast, and each kernel plan (flat, vectorized, strided with
 // 32- and 64-bit indices, scalars by value and in memory) compile with
-// NVRTC for sm_90, the H200's architecture. Codegen errors show up here,
-// on a build machine, before a GPU run.
+// NVRTC for sm_90, the H200's architecture, and no multiply-add of two ops
+// is contracted into an FMA. Codegen errors show up here, on a build
+// machine, before a GPU run.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -117,6 +118,23 @@ TEST(CudaCompileCodegen, EveryCastCompiles) {
   inputs[5] = 'v';
   inputs[7] = 's';
   expect_compiles(c, plan(inputs, 1, 4, false));
+}
+
+// Why the barrier is there: a multiply feeding the next op's add must stay
+// a rounded multiply and an add, as in two unfused kernels. Without the
+// barrier NVRTC emits fma.rn (checked by hand when it was written).
+TEST(CudaCompileCodegen, NoContractionAcrossOps) {
+  for (Dtype t : {float32, float64}) {
+    const auto mul = static_cast<uint8_t>(BinaryOp::multiply), add = static_cast<uint8_t>(BinaryOp::add);
+    Compiled c(kGpu, {t, t},
+               {step(FusedStep::Kind::binary, mul, t, t, 0, 1), step(FusedStep::Kind::binary, add, t, t, 2, 0)});
+    const std::string ptx = cuda::jit_ptx(cuda::codegen::kernel_source(c, plan("cc", 1, 0, false)),
+                                          cuda::codegen::kKernelName, 90, "compile");
+    const std::string w = t == float32 ? "f32" : "f64";
+    EXPECT_NE(ptx.find("mul." + w), std::string::npos) << ptx;
+    EXPECT_NE(ptx.find("add." + w), std::string::npos) << ptx;
+    EXPECT_EQ(ptx.find("fma.rn." + w), std::string::npos) << ptx;
+  }
 }
 
 TEST(CudaCompileCodegen, SourceIsDeterministicAndNamesThePlan) {

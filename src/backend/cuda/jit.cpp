@@ -59,9 +59,10 @@ std::string read_file(const std::string& path) {
   throw Error(std::string("[") + op + "] NVRTC " + what + " failed for kernel " + name + ": " + nvrtcGetErrorString(r));
 }
 
-// The cubin of `source`, or a kiln::Error with NVRTC's log.
+// The cubin (or, for a compute_XX target, the PTX) of `source`, or a
+// kiln::Error with NVRTC's log.
 std::string compile(const std::string& source, const std::string& name, const std::vector<std::string>& options,
-                    const char* op) {
+                    const char* op, bool ptx = false) {
   nvrtcProgram prog;
   nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) nvrtc_fail(op, name, "nvrtcCreateProgram", r);
@@ -78,12 +79,12 @@ std::string compile(const std::string& source, const std::string& name, const st
                 nvrtcGetErrorString(r) + "):\n" + log.c_str());
   }
   size_t n = 0;
-  r = nvrtcGetCUBINSize(prog, &n);
-  std::string cubin(n, '\0');
-  if (r == NVRTC_SUCCESS) r = nvrtcGetCUBIN(prog, cubin.data());
+  r = ptx ? nvrtcGetPTXSize(prog, &n) : nvrtcGetCUBINSize(prog, &n);
+  std::string code(n, '\0');
+  if (r == NVRTC_SUCCESS) r = ptx ? nvrtcGetPTX(prog, code.data()) : nvrtcGetCUBIN(prog, code.data());
   nvrtcDestroyProgram(&prog);
-  if (r != NVRTC_SUCCESS) nvrtc_fail(op, name, "nvrtcGetCUBIN", r);
-  return cubin;
+  if (r != NVRTC_SUCCESS) nvrtc_fail(op, name, ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN", r);
+  return code;
 }
 
 // Writes the cubin into the disk cache; a failure only costs a rebuild later.
@@ -102,9 +103,10 @@ void store(const std::string& path, const std::string& cubin) {
 
 // NVRTC's defaults otherwise (--fmad=true, IEEE division and square root),
 // which are nvcc's: compile's fused kernels round as the library's do.
-std::vector<std::string> nvrtc_options(int arch) {
+std::vector<std::string> nvrtc_options(int arch, bool ptx = false) {
   const std::string inc = include_dir();
-  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(arch), "-std=c++17",
+  const std::string target = std::string(ptx ? "compute_" : "sm_") + std::to_string(arch);
+  std::vector<std::string> options = {"--gpu-architecture=" + target, "-std=c++17",
                                       "--device-as-default-execution-space", "-I" + inc};
   // CUDA 13 keeps libcu++ (cooperative_groups.h, cuda/std/) under cccl/.
   std::error_code ec;
@@ -116,6 +118,10 @@ std::vector<std::string> nvrtc_options(int arch) {
 
 std::string jit_compile(const std::string& source, const std::string& name, int arch, const char* op) {
   return compile(source, name, nvrtc_options(arch), op);
+}
+
+std::string jit_ptx(const std::string& source, const std::string& name, int arch, const char* op) {
+  return compile(source, name, nvrtc_options(arch, true), op, true);
 }
 
 cudaKernel_t jit_kernel(const std::string& source, const std::string& name, const char* op) {

@@ -20,5 +20,7 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& name, cons
 // checking generated sources on a machine with no GPU. A compile error
 // throws kiln::Error naming `op` with NVRTC's log.
 std::string jit_compile(const std::string& source, const std::string& name, int arch, const char* op);
+// The same build's PTX for compute_<arch> (what NVVM made of the source).
+std::string jit_ptx(const std::string& source, const std::string& name, int arch, const char* op);
 
 }  // namespace kiln::cuda
