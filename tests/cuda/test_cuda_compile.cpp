@@ -78,19 +78,24 @@ int count_nodes(const std::vector<array>& outs, const std::string& name) {
 }
 
 // fn compiled and uncompiled on the GPU: same shapes, dtypes and bytes; the
-// compiled graph holds at least `min_fused` fused nodes.
-void expect_bits(const ArrayFn& fn, const std::vector<array>& inputs, const std::string& what, int min_fused = 1) {
+// compiled graph holds at least `min_fused` fused nodes. Returns whether
+// the bytes matched.
+bool expect_bits(const ArrayFn& fn, const std::vector<array>& inputs, const std::string& what, int min_fused = 1) {
   std::vector<array> got = compile(fn)(inputs);
   EXPECT_GE(count_nodes(got, "Compiled"), min_fused) << what;
   std::vector<array> want = fn(inputs);
-  ASSERT_EQ(got.size(), want.size()) << what;
+  EXPECT_EQ(got.size(), want.size()) << what;
+  if (got.size() != want.size()) return false;
   eval(got);
   eval(want);
+  bool same = true;
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].shape(), want[i].shape()) << what;
-    ASSERT_EQ(got[i].dtype(), want[i].dtype()) << what;
+    EXPECT_EQ(got[i].shape(), want[i].shape()) << what;
+    EXPECT_EQ(got[i].dtype(), want[i].dtype()) << what;
+    if (got[i].shape() != want[i].shape() || got[i].dtype() != want[i].dtype()) return false;
     std::vector<unsigned char> g = bytes(got[i]), w = bytes(want[i]);
     if (g == w) continue;
+    same = false;
     size_t bad = 0;
     const size_t item = got[i].itemsize();
     while (std::memcmp(&g[bad * item], &w[bad * item], item) == 0) ++bad;
@@ -98,6 +103,7 @@ void expect_bits(const ArrayFn& fn, const std::vector<array>& inputs, const std:
     ADD_FAILURE() << what << ": output " << i << " differs first at element " << bad << ": fused " << gd[bad]
                   << ", unfused " << wd[bad] << " (input 0 there: " << (bad < xd.size() ? xd[bad] : 0.0) << ")";
   }
+  return same;
 }
 
 Stream gpu_stream() { return default_stream(Device::gpu); }
@@ -129,56 +135,72 @@ array input_for(Dtype t, const Shape& shape) {
 // ops of op(arg) * y, so each op sits between a multiply and an add (FMA
 // contraction across op boundaries would show) and is rounded to the dtype
 // as the unfused kernels round it. Float ops whose domain is narrow get
-// arguments inside it.
+// arguments inside it. On a mismatch each op is checked alone, to name it.
+ArrayFn unary_sum(Dtype t, std::vector<UnaryOp> ops) {
+  return [t, ops](const std::vector<array>& in) -> std::vector<array> {
+    const array& x = in[0];
+    const array& y = in[1];
+    array xy = bin(BinaryOp::multiply, x, y);
+    array unit = bin(BinaryOp::add, bin(BinaryOp::multiply, un(UnaryOp::abs, x), array(0.3f, t)), array(0.05f, t));
+    array above_one = bin(BinaryOp::add, un(UnaryOp::abs, x), array(1.0f, t));
+    std::optional<array> acc;
+    for (UnaryOp op : ops) {
+      array arg = xy;
+      if (is_floating_point(t)) {
+        switch (op) {
+          case UnaryOp::log: case UnaryOp::log1p: case UnaryOp::log2: case UnaryOp::log10: case UnaryOp::sqrt:
+          case UnaryOp::rsqrt: case UnaryOp::arcsin: case UnaryOp::arccos: case UnaryOp::arctanh:
+          case UnaryOp::erfinv: arg = unit; break;
+          case UnaryOp::arccosh: arg = above_one; break;
+          default: break;
+        }
+      }
+      array term = bin(BinaryOp::multiply, un(op, arg), y);
+      acc = acc ? bin(BinaryOp::add, *acc, term) : term;
+    }
+    return {*acc};
+  };
+}
+
 TEST_F(CudaCompile, EveryUnaryOpOnEveryDtype) {
   for (Dtype t : all_dtypes()) {
-    auto fn = [t](const std::vector<array>& in) -> std::vector<array> {
-      const array& x = in[0];
-      const array& y = in[1];
-      array xy = bin(BinaryOp::multiply, x, y);
-      array unit = bin(BinaryOp::add, bin(BinaryOp::multiply, un(UnaryOp::abs, x), array(0.3f, t)), array(0.05f, t));
-      array above_one = bin(BinaryOp::add, un(UnaryOp::abs, x), array(1.0f, t));
-      std::optional<array> acc;
-      for (UnaryOp op : unary_ops_on(t)) {
-        array arg = xy;
-        if (is_floating_point(t)) {
-          switch (op) {
-            case UnaryOp::log: case UnaryOp::log1p: case UnaryOp::log2: case UnaryOp::log10: case UnaryOp::sqrt:
-            case UnaryOp::rsqrt: case UnaryOp::arcsin: case UnaryOp::arccos: case UnaryOp::arctanh:
-            case UnaryOp::erfinv: arg = unit; break;
-            case UnaryOp::arccosh: arg = above_one; break;
-            default: break;
-          }
-        }
-        array term = bin(BinaryOp::multiply, un(op, arg), y);
-        acc = acc ? bin(BinaryOp::add, *acc, term) : term;
-      }
-      return {*acc};
-    };
-    expect_bits(fn, {input_for(t, {37, 29}), input_for(t, {37, 29})}, std::string("unary ops on ") + dtype_name(t));
+    std::vector<array> in = {input_for(t, {37, 29}), input_for(t, {37, 29})};
+    if (expect_bits(unary_sum(t, unary_ops_on(t)), in, std::string("unary ops on ") + dtype_name(t))) continue;
+    // Which ops differ (each alone).
+    for (UnaryOp op : unary_ops_on(t)) {
+      expect_bits(unary_sum(t, {op}), in, std::string("alone: ") + unary_op_name(op) + " " + dtype_name(t));
+    }
   }
 }
 
 // The same with every binary op (comparisons select between the inputs).
+ArrayFn binary_sum(Dtype t, std::vector<BinaryOp> ops) {
+  return [t, ops](const std::vector<array>& in) -> std::vector<array> {
+    const array& x = in[0];
+    const array& y = in[1];
+    std::optional<array> acc;
+    for (BinaryOp op : ops) {
+      // Signed integer powers stay unfused (negative exponents are errors).
+      if (op == BinaryOp::power && is_integral(t) && is_signed(t)) continue;
+      array a = x;
+      if (op == BinaryOp::power && is_floating_point(t)) a = bin(BinaryOp::add, un(UnaryOp::abs, x), array(0.5f, t));
+      array r = bin(op, a, y);
+      array term = is_comparison(op) ? sel(r, x, y) : r;
+      term = bin(BinaryOp::multiply, term, y);
+      acc = acc ? bin(BinaryOp::add, *acc, term) : term;
+    }
+    return {*acc};
+  };
+}
+
 TEST_F(CudaCompile, EveryBinaryOpOnEveryDtype) {
   for (Dtype t : all_dtypes()) {
-    auto fn = [t](const std::vector<array>& in) -> std::vector<array> {
-      const array& x = in[0];
-      const array& y = in[1];
-      std::optional<array> acc;
-      for (BinaryOp op : binary_ops_on(t)) {
-        // Signed integer powers stay unfused (negative exponents are errors).
-        if (op == BinaryOp::power && is_integral(t) && is_signed(t)) continue;
-        array a = x;
-        if (op == BinaryOp::power && is_floating_point(t)) a = bin(BinaryOp::add, un(UnaryOp::abs, x), array(0.5f, t));
-        array r = bin(op, a, y);
-        array term = is_comparison(op) ? sel(r, x, y) : r;
-        term = bin(BinaryOp::multiply, term, y);
-        acc = acc ? bin(BinaryOp::add, *acc, term) : term;
-      }
-      return {*acc};
-    };
-    expect_bits(fn, {input_for(t, {1003}), input_for(t, {1003})}, std::string("binary ops on ") + dtype_name(t));
+    std::vector<array> in = {input_for(t, {1003}), input_for(t, {1003})};
+    if (expect_bits(binary_sum(t, binary_ops_on(t)), in, std::string("binary ops on ") + dtype_name(t))) continue;
+    for (BinaryOp op : binary_ops_on(t)) {
+      if (op == BinaryOp::power && is_integral(t) && is_signed(t)) continue;
+      expect_bits(binary_sum(t, {op}), in, std::string("alone: ") + binary_op_name(op) + " " + dtype_name(t));
+    }
   }
 }
 

@@ -14,7 +14,9 @@
 // add+GELU row (GPU) and HOST/chain row for compiled steps measure it.
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "backend/cuda/compiled_codegen.h"
 #include "backend/cuda/cuda_common.h"
@@ -165,7 +167,11 @@ void Compiled::eval_gpu(const std::vector<array>& inputs, array& out) {
   int device = 0;
   KILN_CUDA_CHECK(kOp, cudaGetDevice(&device));
   auto kernel = static_cast<cudaKernel_t>(codegen_kernel("gpu" + std::to_string(device) + ":" + plan.key(), [&] {
-    return static_cast<void*>(cuda::jit_kernel(cuda::codegen::kernel_source(*this, plan), cuda::codegen::kKernelName, kOp));
+    const std::string source = cuda::codegen::kernel_source(*this, plan);
+    // KILN_VERBOSE=2 prints each generated kernel (the op math text first).
+    const char* verbose = std::getenv("KILN_VERBOSE");
+    if (verbose && std::string(verbose) == "2") std::fprintf(stderr, "kiln: compile: GPU kernel\n%s\n", source.c_str());
+    return static_cast<void*>(cuda::jit_kernel(source, cuda::codegen::kKernelName, kOp));
   }));
 
   // Parameter storage: cudaLaunchKernel reads each parameter through a
