@@ -7,6 +7,7 @@
 
 #include "core/compiled.h"
 #include "core/primitive.h"
+#include "core/primitives.h"
 #include "kiln/compile.h"
 #include "test_util.h"
 
@@ -238,6 +239,68 @@ TEST(Compile, DisableCompile) {
   std::vector<array> out2 = c({x});
   EXPECT_EQ(count_nodes(out2, "Compiled"), 1);
   EXPECT_TRUE(all_close(out2[0], to_double(exp(x) + 1.0f), 0.0));
+}
+
+// Fusion of GPU nodes, checked on any machine: the graph is built from
+// primitives on a GPU stream and never evaluated. A GPU region takes at
+// most 256 ops and 32 inputs; nodes of another stream stay out.
+TEST(Compile, GpuRegionsAreBounded) {
+  const Stream gpu{0, Device::gpu};
+  auto bin = [gpu](BinaryOp op, const array& x, const array& y) {
+    return array(x.shape(), x.dtype(), std::make_shared<Binary>(gpu, op), {x, y});
+  };
+  auto chain = [&](const std::vector<array>& in) -> std::vector<array> {
+    array x = in[0];
+    for (int i = 0; i < 1000; ++i) {
+      x = i % 2 ? bin(BinaryOp::add, x, in[1]) : array(x.shape(), x.dtype(), std::make_shared<Unary>(gpu, UnaryOp::tanh), {x});
+    }
+    return {x};
+  };
+  std::vector<array> in = {random_array({8}), random_array({8})};
+  std::vector<array> out = compile(chain)(in);
+  EXPECT_EQ(count_nodes(out, "Compiled"), 4);  // 256 + 256 + 256 + 232 ops
+  EXPECT_EQ(count_nodes(out, "Unary") + count_nodes(out, "Binary"), 0);
+  EXPECT_EQ(out[0].primitive()->stream(), gpu);
+
+  // A scalar's broadcast shared by every region (CSE made it one node): each
+  // region reads the scalar itself, and no broadcast node is left.
+  auto scaled = [&](const std::vector<array>& in) -> std::vector<array> {
+    array x = in[0];
+    for (int i = 0; i < 600; ++i) {
+      array half = array(x.shape(), x.dtype(), std::make_shared<Broadcast>(gpu, x.shape()), {array(0.5f)});
+      x = i % 2 ? bin(BinaryOp::multiply, x, half) : bin(BinaryOp::add, x, in[1]);
+    }
+    return {x};
+  };
+  std::vector<array> s = compile(scaled)(in);
+  EXPECT_EQ(count_nodes(s, "Compiled"), 3);  // 256 + 256 + 88 ops
+  EXPECT_EQ(count_nodes(s, "Broadcast"), 0);
+  bool reads_scalar = false;
+  for (const auto& a : s[0].inputs()) reads_scalar = reads_scalar || a.ndim() == 0;
+  EXPECT_TRUE(reads_scalar);
+
+  // 40 distinct inputs summed: a region of at most 32 inputs, then the rest.
+  auto wide = [&](const std::vector<array>& in) -> std::vector<array> {
+    array acc = in[0];
+    for (size_t i = 1; i < in.size(); ++i) acc = bin(BinaryOp::add, acc, in[i]);
+    return {acc};
+  };
+  std::vector<array> many;
+  for (int i = 0; i < 40; ++i) many.push_back(random_array({8}));
+  std::vector<array> w = compile(wide)(many);
+  EXPECT_EQ(count_nodes(w, "Compiled"), 2);
+  EXPECT_EQ(w[0].inputs().size(), 32u);
+
+  // A node on another GPU stream ends the region.
+  const Stream other{1, Device::gpu};
+  auto two = [&](const std::vector<array>& in) -> std::vector<array> {
+    array a = bin(BinaryOp::multiply, in[0], in[1]);
+    array b = array(a.shape(), a.dtype(), std::make_shared<Binary>(other, BinaryOp::add), {a, in[1]});
+    return {bin(BinaryOp::subtract, bin(BinaryOp::multiply, b, in[0]), in[1])};
+  };
+  std::vector<array> t = compile(two)(in);
+  EXPECT_EQ(count_nodes(t, "Compiled"), 1);
+  EXPECT_EQ(count_nodes(t, "Binary"), 2);
 }
 
 TEST(Compile, EvaluatingInsideFnFailsClearly) {

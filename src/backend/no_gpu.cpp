@@ -1,6 +1,7 @@
 // The GPU side of a build without the CUDA backend: no device is
 // available, and a primitive that reaches a GPU stream fails clearly.
 #include "core/allocator.h"
+#include "core/compiled.h"
 #include "core/array_desc.h"
 #include "core/primitives.h"
 #include "core/primitives_linalg.h"
@@ -45,6 +46,7 @@ void synchronize_all() {}
     throw Error(std::string("[") + name() + "] " + device_unavailable_reason(Device::gpu)); \
   }
 KILN_FOR_EACH_PRIMITIVE(KILN_NO_GPU_EVAL)
+KILN_NO_GPU_EVAL(Compiled)
 #undef KILN_NO_GPU_EVAL
 #define KILN_NO_GPU_EVAL_MULTI(NAME)                                              \
   void NAME::eval_gpu(const std::vector<array>&, std::vector<array>&) {          \
@@ -54,5 +56,9 @@ KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_NO_GPU_EVAL_MULTI)
 KILN_FOR_EACH_LINALG_PRIMITIVE(KILN_NO_GPU_EVAL_MULTI)
 KILN_NO_GPU_EVAL_MULTI(CustomKernel)
 #undef KILN_NO_GPU_EVAL_MULTI
+
+namespace detail {
+GpuJitCounters gpu_jit_counters() { return {}; }
+}  // namespace detail
 
 }  // namespace kiln

@@ -2,7 +2,8 @@
 //
 // Tracing calls fn on placeholder arrays and records every node that
 // depends on them into a tape (post-order). Nodes that do not depend on the
-// inputs (scalars made inside fn, captured arrays) are kept as constants.
+// inputs (scalars made inside fn, captured arrays) are kept as constants,
+// except broadcasts of scalars, which stay nodes that fusion absorbs.
 // The tape is simplified (no-op views and casts removed, common
 // subexpressions merged through Primitive::is_equivalent, dead nodes
 // dropped), then each maximal DAG of elementwise nodes (Unary, Binary,
@@ -96,8 +97,16 @@ Trace trace(const ArrayFn& fn, const std::vector<array>& inputs, int* traced_nod
       }
     }
   }
+  // A broadcast of an evaluated scalar (`x * 0.5f` broadcasts the 0.5) is
+  // kept as a tape node, not a constant: a fused region then reads the
+  // scalar itself (one value, passed by value on the GPU), and equal scalars
+  // are one constant.
+  auto is_scalar_broadcast = [](const array& n) {
+    const auto& in = n.inputs();
+    return in.size() == 1 && is_evaluated_scalar(in[0]) && dynamic_cast<const Broadcast*>(n.primitive().get());
+  };
   for (const auto& n : order) {
-    bool dep = false;
+    bool dep = is_scalar_broadcast(n);
     for (const auto& a : n.inputs()) {
       dep = dep || ids.count(a.desc().get()) || (depends.count(a.desc().get()) && depends[a.desc().get()]);
     }
@@ -251,8 +260,10 @@ Trace simplify(const Trace& t, const std::vector<array>& inputs) {
 
 // ---- fusion ----
 
+// Both backends fuse: the CPU through its code generator or interpreter,
+// the GPU through NVRTC (backend/cuda/compiled_codegen.h), each op the
+// same definition the unfused kernels use.
 bool is_fusible_op(const TapeNode& n) {
-  if (n.prim->stream().device.type != Device::cpu) return false;
   const Primitive* p = n.prim.get();
   // A signed integer power stays its own node: its kernel checks for negative
   // exponents (an error), which a fused kernel cannot report.
@@ -262,9 +273,13 @@ bool is_fusible_op(const TapeNode& n) {
   return dynamic_cast<const Unary*>(p) || dynamic_cast<const Select*>(p) || dynamic_cast<const Copy*>(p);
 }
 
-bool is_broadcast(const TapeNode& n) {
-  return n.prim->stream().device.type == Device::cpu && dynamic_cast<const Broadcast*>(n.prim.get());
-}
+bool is_broadcast(const TapeNode& n) { return dynamic_cast<const Broadcast*>(n.prim.get()); }
+
+// A GPU region's kernel takes its inputs as parameters and is built by
+// NVRTC at first use: bounded inputs keep the parameters small, bounded ops
+// keep a build short (a long chain becomes a few kernels).
+constexpr size_t kMaxGpuRegionInputs = 32;
+constexpr int kMaxGpuRegionOps = 256;
 
 FusedStep make_step(const TapeNode& n, const std::vector<int>& args, const std::vector<ValueInfo>& info,
                     const std::vector<int>& node_args) {
@@ -291,10 +306,12 @@ FusedStep make_step(const TapeNode& n, const std::vector<int>& args, const std::
   return s;
 }
 
-// Replaces each region of >= 2 elementwise ops by one Compiled node. A node
+// Replaces each region of >= 2 elementwise ops by one Compiled node. An op
 // joins the region of its consumer only when every consumer is in the
 // region and it is not an output, so a region has exactly one output (its
-// root) and never depends on itself through an outside node.
+// root) and never depends on itself through an outside node. A broadcast
+// joins as a view the region reads through (the region takes its input):
+// it may serve several regions, and stays a node while others read it.
 Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   std::vector<ValueInfo> info = value_infos(t, inputs);
   int base = t.first_node();
@@ -317,6 +334,10 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   for (int r = nn - 1; r >= 0; --r) {
     if (region_of[r] >= 0 || !is_fusible_op(t.nodes[r])) continue;
     const Shape& shape = t.nodes[r].shape;
+    const Stream stream = t.nodes[r].prim->stream();
+    const bool gpu = stream.device.type == Device::gpu;
+    std::set<int> outside;  // values the region reads from outside (GPU bound)
+    int n_ops = 1;
     std::vector<int> members;
     std::priority_queue<int> pq;
     std::set<int> queued;
@@ -327,19 +348,32 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
         if (a >= base && queued.insert(a - base).second) pq.push(a - base);
       }
     };
+    for (int a : t.nodes[r].args) outside.insert(a);
     push_args(r);
     while (!pq.empty()) {
       int k = pq.top();
       pq.pop();
       const TapeNode& n = t.nodes[k];
-      if (region_of[k] >= 0 || is_output[base + k] || n.shape != shape) continue;
-      if (!is_fusible_op(n) && !is_broadcast(n)) continue;
+      if (region_of[k] >= 0 || is_output[base + k] || n.shape != shape || !(n.prim->stream() == stream)) continue;
+      const bool bcast = is_broadcast(n);
+      if (!is_fusible_op(n) && !bcast) continue;
       bool all_in = true;
       for (int c : consumers[base + k]) all_in = all_in && region_of[c] == r;
-      if (!all_in) continue;
-      region_of[k] = r;
+      if (!all_in && !bcast) continue;
+      if (gpu) {
+        // Taking k in replaces it by its arguments among the region's inputs.
+        std::set<int> grown = outside;
+        grown.erase(base + k);
+        for (int a : n.args) grown.insert(a);
+        if (grown.size() > kMaxGpuRegionInputs || (is_fusible_op(n) && n_ops >= kMaxGpuRegionOps)) continue;
+        outside = std::move(grown);
+      }
+      n_ops += is_fusible_op(n) ? 1 : 0;
       members.push_back(k);
-      if (!is_broadcast(n)) push_args(k);
+      if (!bcast) {
+        region_of[k] = r;
+        push_args(k);
+      }
     }
     int ops = 0;
     for (int k : members) ops += is_fusible_op(t.nodes[k]) ? 1 : 0;
@@ -349,6 +383,8 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       continue;
     }
     std::sort(members.begin(), members.end());
+    const std::set<int> member_set(members.begin(), members.end());
+    auto is_member = [&](int v) { return v >= base && member_set.count(v - base) > 0; };
     // External inputs and local value numbers.
     std::vector<int> ext;  // value ids
     std::map<int, int> local;
@@ -357,7 +393,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       if (it != local.end()) return it->second;
       // An external value; a Broadcast member stands for its input.
       int src = v;
-      if (v >= base && region_of[v - base] == r && is_broadcast(t.nodes[v - base])) src = t.nodes[v - base].args[0];
+      if (is_member(v) && is_broadcast(t.nodes[v - base])) src = t.nodes[v - base].args[0];
       auto it2 = std::find(ext.begin(), ext.end(), src);
       int idx = static_cast<int>(it2 - ext.begin());
       if (it2 == ext.end()) ext.push_back(src);
@@ -368,7 +404,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
     for (int k : members) {
       if (!is_fusible_op(t.nodes[k])) continue;
       for (int a : t.nodes[k].args) {
-        if (!(a >= base && region_of[a - base] == r && !is_broadcast(t.nodes[a - base]))) local_of(a);
+        if (!(is_member(a) && !is_broadcast(t.nodes[a - base]))) local_of(a);
       }
     }
     std::vector<Dtype> in_dtypes;
@@ -383,7 +419,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       steps.push_back(make_step(n, largs, info, n.args));
       local[base + k] = nin + static_cast<int>(steps.size()) - 1;
     }
-    for (int k : members) removed[k] = k != r;
+    for (int k : members) removed[k] = k != r && !is_broadcast(t.nodes[k]);
     compiled_at[r] = std::make_shared<Compiled>(t.nodes[r].prim->stream(), in_dtypes, steps);
     compiled_args[r] = ext;
     ++*regions;
@@ -426,8 +462,12 @@ std::vector<array> replay(const Trace& t, const std::vector<array>& inputs) {
   return outs;
 }
 
+// The inputs' dtypes and shapes, and the default stream the trace's ops
+// land on (a trace made for the GPU must not serve a CPU call).
 std::string signature(const std::vector<array>& inputs) {
-  std::string key;
+  const Stream st = to_stream({});
+  std::string key = std::to_string(static_cast<int>(st.device.type)) + "." + std::to_string(st.device.index) + "." +
+                    std::to_string(st.index) + "|";
   for (const auto& a : inputs) {
     key += std::to_string(static_cast<int>(a.dtype()));
     key += ':';
@@ -465,7 +505,8 @@ ArrayFn compile(ArrayFn fn) {
       Trace raw = trace(state->fn, inputs, &stats.traced_nodes);
       Trace simple = simplify(raw, inputs);
       stats.simplified_nodes = static_cast<int>(simple.nodes.size());
-      auto fused = std::make_shared<Trace>(fuse(simple, inputs, &stats.fused_regions));
+      // Simplified again: broadcasts every region read through are dead now.
+      auto fused = std::make_shared<Trace>(simplify(fuse(simple, inputs, &stats.fused_regions), inputs));
       stats.final_nodes = static_cast<int>(fused->nodes.size());
       stats.constants = static_cast<int>(fused->constants.size());
       trace_count.fetch_add(1);
@@ -532,9 +573,6 @@ void* Compiled::codegen_kernel(const std::string& layouts, const std::function<v
   return fn;
 }
 
-void Compiled::eval_gpu(const std::vector<array>&, array&) {
-  throw Error("[Compiled] fused kernels run on the CPU only; compile does not fuse GPU nodes");
-}
 void Placeholder::eval_cpu(const std::vector<array>&, array&) {
   throw Error("[compile] a traced function cannot evaluate its inputs (item, data or eval inside fn)");
 }

@@ -99,6 +99,14 @@ CodegenCounters codegen_counters();
 // next compile of a structure goes to the disk cache (tests).
 void clear_codegen_memory_cache();
 
+// What the GPU JIT service (backend/cuda/jit.h: compile's fused kernels and
+// fast::cuda_kernel) did so far in this process; zeros without CUDA.
+struct GpuJitCounters {
+  int64_t nvrtc_builds = 0;  // sources compiled by NVRTC
+  int64_t disk_loads = 0;    // cubins read from the disk cache instead
+};
+GpuJitCounters gpu_jit_counters();
+
 // Number of traces done so far by every compiled function.
 int64_t compile_trace_count();
 CompileStats last_compile_stats();

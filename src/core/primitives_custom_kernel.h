@@ -7,6 +7,7 @@
 // by the full source and launches. One source per dtype combination: the
 // signature names the element types.
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,34 @@ struct KernelShapeInfo {
 // The most dimensions an input whose shape or strides a kernel reads may
 // have (the size of the by-value shape and stride arrays).
 inline constexpr int kKernelMaxNdim = 10;
+
+// An input's name_shape, name_strides and name_ndim arguments, laid out as
+// the generated signature's kiln::Shape, kiln::Strides and int (on both
+// backends).
+struct KernelShapeArgs {
+  int32_t shape[kKernelMaxNdim] = {};
+  int64_t strides[kKernelMaxNdim] = {};
+  int ndim = 0;
+};
+
+// Fills `storage` from an input's shape and the strides its kernel sees,
+// and passes append(void*) a pointer to each of the arguments the body uses,
+// in the signature's order (shape, strides, ndim). `storage` must stay put
+// until the kernel ran. The op layer checked the number of dimensions.
+template <typename Append>
+void pack_shape_args(const KernelShapeInfo& info, const Shape& shape, const Strides& strides, KernelShapeArgs& storage,
+                     Append&& append) {
+  storage.ndim = static_cast<int>(shape.size());
+  if (info.shape) {
+    for (size_t k = 0; k < shape.size(); ++k) storage.shape[k] = shape[k];
+    append(static_cast<void*>(storage.shape));
+  }
+  if (info.strides) {
+    for (size_t k = 0; k < strides.size(); ++k) storage.strides[k] = strides[k];
+    append(static_cast<void*>(storage.strides));
+  }
+  if (info.ndim) append(static_cast<void*>(&storage.ndim));
+}
 
 class CustomKernel : public Primitive {
  public:

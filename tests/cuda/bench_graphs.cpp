@@ -3,7 +3,9 @@
 // wall time per op of building, of eval (until the result is ready), and of
 // both, for the first eval of that topology (graphs: instantiation) and for
 // repeated evals (graphs: cached executable, cudaGraphExecUpdate). The same
-// chain in PyTorch eager is bench/peers/chain_torch.py.
+// chain in PyTorch eager is bench/peers/chain_torch.py. The last mode runs
+// the chain through compile (graphs on): a few fused NVRTC kernels instead
+// of 1,000, so its cost per op is the trace-cache lookup and replay.
 //
 //   kiln_cuda_graph_bench [ops=1000] [elements=1024] [reps=20]
 #include <algorithm>
@@ -38,9 +40,9 @@ struct Timing {
   double build_us, eval_us;
 };
 
-Timing run_once(const array& x0, int ops) {
+Timing run_once(const array& x0, int ops, const ArrayFn* compiled = nullptr) {
   auto t0 = Clock::now();
-  array y = chain(x0, ops);
+  array y = compiled ? (*compiled)({x0})[0] : chain(x0, ops);
   double build = us_since(t0);
   auto t1 = Clock::now();
   eval(y);
@@ -85,6 +87,15 @@ int main(int argc, char** argv) {
     std::vector<Timing> steady;
     for (int r = 0; r < reps; ++r) steady.push_back(run_once(x0, ops));
     report(mode, "repeated", steady, ops);
+  }
+  {
+    cuda::graph_settings().enabled = true;
+    ArrayFn compiled = compile([ops](const std::vector<array>& in) { return std::vector<array>{chain(in[0], ops)}; });
+    std::vector<Timing> first{run_once(x0, ops, &compiled)};  // trace + NVRTC (or its disk cache)
+    report("compiled", "first", first, ops);
+    std::vector<Timing> steady;
+    for (int r = 0; r < reps; ++r) steady.push_back(run_once(x0, ops, &compiled));
+    report("compiled", "repeated", steady, ops);
   }
   auto st = cuda::graph_stats();
   std::printf("graph stats: launched %llu, instantiated %llu, updated %llu, nodes %llu, fallbacks %llu\n",

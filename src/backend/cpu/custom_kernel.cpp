@@ -76,14 +76,6 @@ const std::string& preamble() {
   return text;
 }
 
-// The layout of kiln::Shape / kiln::Strides in the generated source.
-struct ShapeArg {
-  int32_t v[kKernelMaxNdim];
-};
-struct StridesArg {
-  int64_t v[kKernelMaxNdim];
-};
-
 using EntryFn = void (*)(void* const* args, const int64_t* grid, int64_t begin, int64_t end);
 
 template <typename U>
@@ -115,35 +107,18 @@ void CustomKernel::eval_cpu(const std::vector<array>& inputs, std::vector<array>
 
   // Argument storage: addresses must stay put, so reserve first.
   std::vector<cpu::RowMajorInput> copies;
-  std::vector<ShapeArg> shapes;
-  std::vector<StridesArg> strides;
-  std::vector<int> ndims;
+  std::vector<KernelShapeArgs> shape_args;
   copies.reserve(inputs.size());
-  shapes.reserve(inputs.size());
-  strides.reserve(inputs.size());
-  ndims.reserve(inputs.size());
+  shape_args.reserve(inputs.size());
   std::vector<void*> args;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& d = *inputs[i].desc();
     bool copy = ensure_row_contiguous_ && !detail::is_row_contiguous(d.shape, d.strides);
     copies.push_back(copy ? cpu::row_major_input_of(inputs[i], kOp) : cpu::RowMajorInput{nullptr, detail::data_ptr(inputs[i])});
     args.push_back(const_cast<char*>(copies.back().data));
-    const Strides st = copy ? row_major_strides(d.shape) : d.strides;
-    const KernelShapeInfo& si = shape_infos_[i];
-    if (si.shape) {
-      shapes.push_back({});
-      for (size_t k = 0; k < d.shape.size(); ++k) shapes.back().v[k] = d.shape[k];
-      args.push_back(&shapes.back());
-    }
-    if (si.strides) {
-      strides.push_back({});
-      for (size_t k = 0; k < st.size(); ++k) strides.back().v[k] = st[k];
-      args.push_back(&strides.back());
-    }
-    if (si.ndim) {
-      ndims.push_back(static_cast<int>(d.shape.size()));
-      args.push_back(&ndims.back());
-    }
+    shape_args.emplace_back();
+    pack_shape_args(shape_infos_[i], d.shape, copy ? row_major_strides(d.shape) : d.strides, shape_args.back(),
+                    [&](void* p) { args.push_back(p); });
   }
   for (auto& out : outputs) {
     detail::allocate(out, kOp);

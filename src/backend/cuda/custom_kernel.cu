@@ -56,14 +56,6 @@ const std::string& preamble() {
   return text;
 }
 
-// The layout of kiln::Shape / kiln::Strides in the generated source.
-struct ShapeArg {
-  int32_t v[kKernelMaxNdim];
-};
-struct StridesArg {
-  int64_t v[kKernelMaxNdim];
-};
-
 template <typename U>
 __global__ void fill_words(U* out, U value, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -105,15 +97,10 @@ void CustomKernel::eval_gpu(const std::vector<array>& inputs, std::vector<array>
 
   // Parameter storage: cudaLaunchKernel reads each parameter through a
   // pointer, so addresses must stay put: reserve first.
-  const size_t n = inputs.size() + outputs.size();
   std::vector<const void*> ptrs;
-  std::vector<ShapeArg> shapes;
-  std::vector<StridesArg> strides;
-  std::vector<int> ndims;
-  ptrs.reserve(n);
-  shapes.reserve(n);
-  strides.reserve(n);
-  ndims.reserve(n);
+  std::vector<KernelShapeArgs> shape_args;
+  ptrs.reserve(inputs.size() + outputs.size());
+  shape_args.reserve(inputs.size());
   std::vector<void*> params;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& d = *inputs[i].desc();
@@ -128,21 +115,8 @@ void CustomKernel::eval_gpu(const std::vector<array>& inputs, std::vector<array>
     }
     ptrs.push_back(src);
     params.push_back(&ptrs.back());
-    const KernelShapeInfo& si = shape_infos_[i];
-    if (si.shape) {
-      shapes.push_back({});
-      for (size_t k = 0; k < d.shape.size(); ++k) shapes.back().v[k] = d.shape[k];
-      params.push_back(&shapes.back());
-    }
-    if (si.strides) {
-      strides.push_back({});
-      for (size_t k = 0; k < st.size(); ++k) strides.back().v[k] = st[k];
-      params.push_back(&strides.back());
-    }
-    if (si.ndim) {
-      ndims.push_back(static_cast<int>(d.shape.size()));
-      params.push_back(&ndims.back());
-    }
+    shape_args.emplace_back();
+    pack_shape_args(shape_infos_[i], d.shape, st, shape_args.back(), [&](void* p) { params.push_back(p); });
   }
   for (auto& out : outputs) {
     cuda::allocate(out, kOp);

@@ -24,6 +24,7 @@
 
 #include "backend/cpu/compiled_codegen.h"
 #include "backend/cuda/cuda_common.h"
+#include "core/compiled.h"
 #include "kiln/error.h"
 
 namespace kiln::cuda {
@@ -31,6 +32,8 @@ namespace {
 
 std::mutex jit_mutex;
 std::unordered_map<std::string, cudaKernel_t> loaded;  // key + name -> kernel
+std::atomic<int64_t> nvrtc_builds{0};
+std::atomic<int64_t> disk_loads{0};
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -56,9 +59,10 @@ std::string read_file(const std::string& path) {
   throw Error(std::string("[") + op + "] NVRTC " + what + " failed for kernel " + name + ": " + nvrtcGetErrorString(r));
 }
 
-// The cubin of `source`, or a kiln::Error with NVRTC's log.
+// The cubin (or, for a compute_XX target, the PTX) of `source`, or a
+// kiln::Error with NVRTC's log.
 std::string compile(const std::string& source, const std::string& name, const std::vector<std::string>& options,
-                    const char* op) {
+                    const char* op, bool ptx = false) {
   nvrtcProgram prog;
   nvrtcResult r = nvrtcCreateProgram(&prog, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) nvrtc_fail(op, name, "nvrtcCreateProgram", r);
@@ -75,12 +79,12 @@ std::string compile(const std::string& source, const std::string& name, const st
                 nvrtcGetErrorString(r) + "):\n" + log.c_str());
   }
   size_t n = 0;
-  r = nvrtcGetCUBINSize(prog, &n);
-  std::string cubin(n, '\0');
-  if (r == NVRTC_SUCCESS) r = nvrtcGetCUBIN(prog, cubin.data());
+  r = ptx ? nvrtcGetPTXSize(prog, &n) : nvrtcGetCUBINSize(prog, &n);
+  std::string code(n, '\0');
+  if (r == NVRTC_SUCCESS) r = ptx ? nvrtcGetPTX(prog, code.data()) : nvrtcGetCUBIN(prog, code.data());
   nvrtcDestroyProgram(&prog);
-  if (r != NVRTC_SUCCESS) nvrtc_fail(op, name, "nvrtcGetCUBIN", r);
-  return cubin;
+  if (r != NVRTC_SUCCESS) nvrtc_fail(op, name, ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN", r);
+  return code;
 }
 
 // Writes the cubin into the disk cache; a failure only costs a rebuild later.
@@ -97,7 +101,28 @@ void store(const std::string& path, const std::string& cubin) {
   if (ec) std::filesystem::remove(tmp, ec);
 }
 
+// NVRTC's defaults otherwise (--fmad=true, IEEE division and square root),
+// which are nvcc's: compile's fused kernels round as the library's do.
+std::vector<std::string> nvrtc_options(int arch, bool ptx = false) {
+  const std::string inc = include_dir();
+  const std::string target = std::string(ptx ? "compute_" : "sm_") + std::to_string(arch);
+  std::vector<std::string> options = {"--gpu-architecture=" + target, "-std=c++17",
+                                      "--device-as-default-execution-space", "-I" + inc};
+  // CUDA 13 keeps libcu++ (cooperative_groups.h, cuda/std/) under cccl/.
+  std::error_code ec;
+  if (std::filesystem::is_directory(inc + "/cccl", ec)) options.push_back("-I" + inc + "/cccl");
+  return options;
+}
+
 }  // namespace
+
+std::string jit_compile(const std::string& source, const std::string& name, int arch, const char* op) {
+  return compile(source, name, nvrtc_options(arch), op);
+}
+
+std::string jit_ptx(const std::string& source, const std::string& name, int arch, const char* op) {
+  return compile(source, name, nvrtc_options(arch, true), op, true);
+}
 
 cudaKernel_t jit_kernel(const std::string& source, const std::string& name, const char* op) {
   int device = 0, major = 0, minor = 0;
@@ -106,12 +131,8 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& name, cons
   KILN_CUDA_CHECK(op, cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   int nv_major = 0, nv_minor = 0;
   nvrtcVersion(&nv_major, &nv_minor);
-  const std::string inc = include_dir();
-  std::vector<std::string> options = {"--gpu-architecture=sm_" + std::to_string(major * 10 + minor), "-std=c++17",
-                                      "--device-as-default-execution-space", "-I" + inc};
-  // CUDA 13 keeps libcu++ (needed by cooperative_groups.h) under cccl/.
+  const std::vector<std::string> options = nvrtc_options(major * 10 + minor);
   std::error_code ec;
-  if (std::filesystem::is_directory(inc + "/cccl", ec)) options.push_back("-I" + inc + "/cccl");
   std::string line = "nvrtc " + std::to_string(nv_major) + "." + std::to_string(nv_minor);
   for (const auto& o : options) line += " " + o;
   char hex[17];
@@ -128,7 +149,10 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& name, cons
   std::string cubin = disk ? read_file(path) : "";
   if (cubin.empty()) {
     cubin = compile(source, name, options, op);
+    nvrtc_builds.fetch_add(1);
     if (disk) store(path, cubin);
+  } else {
+    disk_loads.fetch_add(1);
   }
   cudaLibrary_t lib;
   KILN_CUDA_CHECK(op, cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
@@ -139,3 +163,7 @@ cudaKernel_t jit_kernel(const std::string& source, const std::string& name, cons
 }
 
 }  // namespace kiln::cuda
+
+namespace kiln::detail {
+GpuJitCounters gpu_jit_counters() { return {cuda::nvrtc_builds.load(), cuda::disk_loads.load()}; }
+}  // namespace kiln::detail

@@ -41,74 +41,7 @@ void dispatch(Dtype t, F&& f) {
   throw Error("[cuda] unknown dtype");
 }
 
-template <typename T>
-inline constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-template <typename T>
-inline constexpr bool is_float_v = is_half_v<T> || std::is_floating_point_v<T>;
-// The type arithmetic happens in: float for the 16-bit floats.
-template <typename T>
-using compute_t = std::conditional_t<is_half_v<T>, float, T>;
-
-template <typename T>
-__device__ __forceinline__ compute_t<T> to_compute(T x) {
-  if constexpr (is_half_v<T>) return static_cast<float>(x);
-  else return x;
-}
-
-// x rounded to float to odd (toward zero, then the last bit set when
-// inexact): the 16-bit rounding after it is then the same as a direct one
-// (as cpu::simd::round_to_odd_float, kernel_math.inc).
-__device__ __forceinline__ float round_to_odd_float(double x) {
-  float f = __double2float_rz(x);
-  if (static_cast<double>(f) != x && x == x) f = __int_as_float(__float_as_int(f) | 1);
-  return f;
-}
-// An int64 (a uint64) as a double rounded to odd.
-__device__ __forceinline__ double int64_to_odd_double(long long v) {
-  double d = __ll2double_rz(v);  // |d| <= |v|, so converting back is exact
-  if (__double2ll_rz(d) != v) d = __longlong_as_double(__double_as_longlong(d) | 1);
-  return d;
-}
-__device__ __forceinline__ double uint64_to_odd_double(unsigned long long v) {
-  double d = __ull2double_rz(v);
-  if (__double2ull_rz(d) != v) d = __longlong_as_double(__double_as_longlong(d) | 1);
-  return d;
-}
-// A value on its way to a 16-bit float: float, rounded to odd where float is
-// not exact (see above).
-template <typename C>
-__device__ __forceinline__ float to_float_for_half(C v) {
-  if constexpr (std::is_same_v<C, double> || std::is_same_v<C, int32_t> || std::is_same_v<C, uint32_t>) {
-    return round_to_odd_float(static_cast<double>(v));
-  } else if constexpr (std::is_same_v<C, int64_t>) {
-    return round_to_odd_float(int64_to_odd_double(v));
-  } else if constexpr (std::is_same_v<C, uint64_t>) {
-    return round_to_odd_float(uint64_to_odd_double(v));
-  } else {
-    return static_cast<float>(v);
-  }
-}
-
-// Conversion with the CPU rules: float -> integer truncates and saturates
-// (NaN gives 0); anything -> bool is `!= 0`; to a 16-bit float rounds once.
-template <typename To, typename From>
-__device__ __forceinline__ To convert(From x) {
-  using C = compute_t<From>;
-  C v = to_compute(x);
-  if constexpr (std::is_same_v<To, From>) {
-    return x;
-  } else if constexpr (std::is_same_v<To, bool>) {
-    return v != C(0);
-  } else if constexpr (std::is_same_v<To, __half>) {
-    return __float2half_rn(to_float_for_half(v));
-  } else if constexpr (std::is_same_v<To, __nv_bfloat16>) {
-    return __float2bfloat16_rn(to_float_for_half(v));
-  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<C>) {
-    return ko::saturate<To>(v);
-  } else {
-    return static_cast<To>(v);
-  }
-}
+#include "backend/cuda/convert.inc"
 
 constexpr int kMaxDims = 8;
 

@@ -14,50 +14,7 @@
 namespace kiln::cuda::ko {
 
 namespace libm {
-#define KILN_LIBM_CUDA1(name, fname, dname)                                     \
-  __device__ __forceinline__ float name(float x) { return ::fname(x); }       \
-  __device__ __forceinline__ double name(double x) { return ::dname(x); }
-KILN_LIBM_CUDA1(exp, expf, exp)
-KILN_LIBM_CUDA1(expm1, expm1f, expm1)
-KILN_LIBM_CUDA1(log, logf, log)
-KILN_LIBM_CUDA1(log1p, log1pf, log1p)
-KILN_LIBM_CUDA1(log2, log2f, log2)
-KILN_LIBM_CUDA1(log10, log10f, log10)
-KILN_LIBM_CUDA1(sqrt, sqrtf, sqrt)
-KILN_LIBM_CUDA1(sin, sinf, sin)
-KILN_LIBM_CUDA1(cos, cosf, cos)
-KILN_LIBM_CUDA1(tan, tanf, tan)
-KILN_LIBM_CUDA1(asin, asinf, asin)
-KILN_LIBM_CUDA1(acos, acosf, acos)
-KILN_LIBM_CUDA1(atan, atanf, atan)
-KILN_LIBM_CUDA1(sinh, sinhf, sinh)
-KILN_LIBM_CUDA1(cosh, coshf, cosh)
-KILN_LIBM_CUDA1(tanh, tanhf, tanh)
-KILN_LIBM_CUDA1(asinh, asinhf, asinh)
-KILN_LIBM_CUDA1(acosh, acoshf, acosh)
-KILN_LIBM_CUDA1(atanh, atanhf, atanh)
-KILN_LIBM_CUDA1(erf, erff, erf)
-KILN_LIBM_CUDA1(erfc, erfcf, erfc)
-KILN_LIBM_CUDA1(erfinv, erfinvf, erfinv)
-KILN_LIBM_CUDA1(floor, floorf, floor)
-KILN_LIBM_CUDA1(ceil, ceilf, ceil)
-KILN_LIBM_CUDA1(fabs, fabsf, fabs)
-KILN_LIBM_CUDA1(rint, rintf, rint)  // half to even
-#undef KILN_LIBM_CUDA1
-#define KILN_LIBM_CUDA2(name, fname, dname)                                               \
-  __device__ __forceinline__ float name(float x, float y) { return ::fname(x, y); }      \
-  __device__ __forceinline__ double name(double x, double y) { return ::dname(x, y); }
-KILN_LIBM_CUDA2(pow, powf, pow)
-KILN_LIBM_CUDA2(atan2, atan2f, atan2)
-KILN_LIBM_CUDA2(fmod, fmodf, fmod)
-KILN_LIBM_CUDA2(copysign, copysignf, copysign)
-#undef KILN_LIBM_CUDA2
-__device__ __forceinline__ float fma(float a, float b, float c) { return ::fmaf(a, b, c); }
-__device__ __forceinline__ double fma(double a, double b, double c) { return ::fma(a, b, c); }
-__device__ __forceinline__ float exp_approx(float x) { return __expf(x); }
-__device__ __forceinline__ double exp_approx(double x) { return ::exp(x); }
-template <typename C>
-__device__ __forceinline__ C select(bool c, C a, C b) { return c ? a : b; }
+#include "backend/cuda/libm.inc"
 }  // namespace libm
 
 #define KILN_OPM __device__ __forceinline__
