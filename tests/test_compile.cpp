@@ -3,6 +3,7 @@
 // to their dtype), traces are cached per input signature, CSE and fusion
 // happen, and disable_compile turns it all off.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "core/compiled.h"
@@ -245,6 +246,7 @@ TEST(Compile, DisableCompile) {
 // primitives on a GPU stream and never evaluated. A GPU region takes at
 // most 256 ops and 32 inputs; nodes of another stream stay out.
 TEST(Compile, GpuRegionsAreBounded) {
+  setenv("KILN_GPU_FUSION", "1", 1);  // GPU fusion is opt-in for now (compile.cpp)
   const Stream gpu{0, Device::gpu};
   auto bin = [gpu](BinaryOp op, const array& x, const array& y) {
     return array(x.shape(), x.dtype(), std::make_shared<Binary>(gpu, op), {x, y});
@@ -301,6 +303,23 @@ TEST(Compile, GpuRegionsAreBounded) {
   std::vector<array> t = compile(two)(in);
   EXPECT_EQ(count_nodes(t, "Compiled"), 1);
   EXPECT_EQ(count_nodes(t, "Binary"), 2);
+}
+
+// Until tests/cuda/test_cuda_compile.cpp has passed on a GPU, GPU regions
+// stay unfused unless KILN_GPU_FUSION=1 (compile.cpp).
+TEST(Compile, GpuFusionIsOptInForNow) {
+  const char* saved = std::getenv("KILN_GPU_FUSION");
+  const std::string restore = saved ? saved : "";
+  unsetenv("KILN_GPU_FUSION");
+  const Stream gpu{0, Device::gpu};
+  auto chain = [gpu](const std::vector<array>& in) -> std::vector<array> {
+    array x = array(in[0].shape(), in[0].dtype(), std::make_shared<Unary>(gpu, UnaryOp::tanh), {in[0]});
+    return {array(x.shape(), x.dtype(), std::make_shared<Binary>(gpu, BinaryOp::add), {x, in[0]})};
+  };
+  std::vector<array> out = compile(chain)({random_array({8})});
+  EXPECT_EQ(count_nodes(out, "Compiled"), 0);
+  EXPECT_EQ(count_nodes(out, "Binary"), 1);
+  if (saved) setenv("KILN_GPU_FUSION", restore.c_str(), 1);
 }
 
 TEST(Compile, EvaluatingInsideFnFailsClearly) {

@@ -28,6 +28,7 @@ class CudaCompile : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU available for the cuda suite";
+    setenv("KILN_GPU_FUSION", "1", 1);  // off by default until this suite has passed on a GPU
     previous_ = default_device();
     set_default_device(Device::gpu);
   }
