@@ -29,8 +29,9 @@ struct ModeCase {
 };
 constexpr ModeCase kModes[] = {{"mxfp4", 32, 4}, {"mxfp8", 32, 8}, {"nvfp4", 16, 4}};
 
-// The e4m3 value of a code from the format's definition (MLX: no NaN).
+// The e4m3 value of a code from the format's definition (0x7f, 0xff: NaN).
 double e4m3_ref(int c) {
+  if ((c & 0x7f) == 0x7f) return NAN;
   int e = (c >> 3) & 15, m = c & 7;
   double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
   return (c & 0x80) ? -v : v;
@@ -46,10 +47,13 @@ TEST(QuantizeFpEncodings, EveryFp8AndFp4CodeDecodesAsItsFormatSays) {
     SCOPED_TRACE(c);
     double want = e4m3_ref(c);
     float got = fpq::from_fp8(c);
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got));
+      continue;
+    }
     EXPECT_EQ(static_cast<double>(got), want);
     EXPECT_EQ(std::signbit(got), (c & 0x80) != 0);
-    // Every code but ±480 (0x7f, 0xff: above the saturation point) encodes back to itself.
-    if ((c & 0x7f) != 0x7f) EXPECT_EQ(fpq::to_fp8(got), c);
+    EXPECT_EQ(fpq::to_fp8(got), c);  // every other code encodes back to itself
   }
   for (int c = 0; c < 16; ++c) EXPECT_EQ(static_cast<double>(fpq::fp4_value(c)), e2m1_ref(c)) << c;
 }
@@ -74,38 +78,6 @@ TEST(QuantizeFpEncodings, ToFp8RoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(fpq::to_fp8(NAN), 0x7e);  // MLX's to_fp8 saturates NaN too
   EXPECT_EQ(fpq::to_fp8(1e-30f), 0x00);
   EXPECT_EQ(fpq::to_fp8(-1e-30f), 0x80);
-}
-
-// quantize_group takes log2 through double rounded to float (the same text
-// on the GPU); MLX's CPU path calls glibc's log2f. They must agree wherever
-// the rounded result matters: on every 16-bit float and near every
-// 2^(k + 1/2) (where round() of the log flips).
-TEST(QuantizeFpEncodings, Log2ThroughDoubleAgreesWithLog2f) {
-  auto same = [](float v) {
-    return v <= 0 || !std::isfinite(v) || std::log2f(v) == static_cast<float>(std::log2(static_cast<double>(v)));
-  };
-  int bad = 0;
-  for (uint32_t h = 0; h < 0x10000; ++h) {
-    float bf;
-    uint32_t u = h << 16;
-    std::memcpy(&bf, &u, 4);
-    if (!same(bf)) ++bad;
-    float16_t half;
-    half.bits = static_cast<uint16_t>(h);
-    if (!same(static_cast<float>(half))) ++bad;
-  }
-  for (int k = -150; k < 128; ++k) {
-    float c = static_cast<float>(std::ldexp(std::sqrt(2.0), k));
-    for (int d = -256; d <= 256; ++d) {
-      uint32_t u;
-      std::memcpy(&u, &c, 4);
-      u += d;
-      float v;
-      std::memcpy(&v, &u, 4);
-      if (!same(v)) ++bad;
-    }
-  }
-  EXPECT_EQ(bad, 0);
 }
 
 // ---- round trips and products against float64 ----
@@ -257,7 +229,9 @@ TEST(QuantizeFp, BatchedAndGatheredProducts) {
           if (i < 3) acc_b += xv[(i * 2 + r) * 64 + k] * d[(i * 16 + n) * 64 + k];
         }
         EXPECT_NEAR(gv[(i * 2 + r) * 16 + n], acc, 1e-4);
-        if (i < 3) EXPECT_NEAR(yv[(i * 2 + r) * 16 + n], acc_b, 1e-4);
+        if (i < 3) {
+          EXPECT_NEAR(yv[(i * 2 + r) * 16 + n], acc_b, 1e-4);
+        }
       }
   // The vjp with respect to x is the product with the other orientation.
   auto f = [&](const std::vector<array>& a) {
@@ -336,6 +310,21 @@ TEST(QuantizeFpMlx, WordsScalesAndDequantizationAreBitIdentical) {
     // Wide dynamic range across rows (scales from 2^-20 to 2^12).
     array rows = power(array(2.0f), astype(arange(-20, 12, 1), float32));
     array w = test::random_array({32, 256}, float32, -1.0, 1.0) * reshape(rows, {32, 1});
+    // Rows whose group maxima sit just above 6 * 2^k and 448 * 2^k (where
+    // the e8m0 exponent's rounding rule shows), ties between fp4 codes, and
+    // an all-zero row.
+    std::vector<float> edge(16 * 256);
+    for (int r = 0; r < 16; ++r) {
+      for (int k = 0; k < 256; ++k) edge[r * 256 + k] = 0.001f * static_cast<float>((k * 37 + r * 11) % 200 - 100);
+      for (int g = 0; g < 8; ++g) {
+        edge[r * 256 + g * 32] = std::ldexp(6.0f * (1.0f + std::ldexp(1.0f, -7)), r - 8);
+        edge[r * 256 + g * 32 + 5] = std::ldexp(448.0f * (1.0f + std::ldexp(1.0f, -6)), r - 12);
+        edge[r * 256 + g * 32 + 9] = std::ldexp(0.75f, r - 8 + (r % 3 ? 0 : 1));
+        edge[r * 256 + g * 32 + 17] = -std::ldexp(0.25f, r - 8);
+      }
+    }
+    for (int k = 0; k < 256; ++k) edge[15 * 256 + k] = 0.0f;
+    w = concatenate({w, array(edge, Shape{16, 256})}, 0);
     inputs.emplace(std::string("w_") + dtype_name(t), astype(w, t));
   }
   inputs.emplace("x", test::random_array({3, 256}, float32));
@@ -409,7 +398,10 @@ mx.save_safetensors(d + '/out.safetensors', out)
   for (size_t i = 0; i < sweep.size(); ++i) bad += fpq::to_fp8(static_cast<float>(sweep[i])) != to8[i];
   EXPECT_EQ(bad, 0) << "to_fp8";
   auto from8 = to_double(ref.at("from_fp8"));
-  for (int c = 0; c < 256; ++c) EXPECT_EQ(static_cast<double>(fpq::from_fp8(c)), from8[c]) << "from_fp8 " << c;
+  for (int c = 0; c < 256; ++c) {
+    double mine = fpq::from_fp8(c);
+    EXPECT_TRUE(mine == from8[c] || (std::isnan(mine) && std::isnan(from8[c]))) << "from_fp8 " << c;
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -487,9 +487,10 @@ array addmm(array c, array a, array b, const float& alpha = 1.f, const float& be
 //   mxfp8   32     8     fp8 e4m3         e8m0
 //   nvfp4   16     4     fp4 e2m1         fp8 e4m3 (times global_scale / 2688)
 // return {packed uint32, scales uint8} (no biases), with MLX's rounding bit
-// for bit: the e8m0 exponent is round(log2(max|w| / vmax)) (vmax 6 or
-// 448), fp4 takes the nearest of its 16 values (ties to the smaller
-// magnitude, -0 as +0), fp8 rounds to nearest even and saturates at ±448.
+// for bit (mlx 0.32.4): the e8m0 exponent is ceil(log2(max|w| / vmax))
+// (vmax 6 or 448; an all-zero group gets 2^0), fp4 takes the nearest of
+// its 16 values (ties to the smaller magnitude, -0 as +0), fp8 rounds to
+// nearest even and saturates at ±448.
 // global_scale (nvfp4 only): a float32 scalar, the amax of w over the
 // tensor that MLX's recipe passes; scales then hold s * 2688 / global_scale.
 // Differences from MLX: float64 works everywhere (MLX's kernels reject it):
@@ -531,8 +532,8 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
 
 // MLX's fp8 helpers: x (floating) -> its fp8 e4m3 codes as uint8 (round
 // to nearest even, saturating at ±448; inf and NaN saturate too, as MLX's
-// do), and codes (uint8) -> values in `dtype` (no NaN code: 0x7f reads 480,
-// as MLX). Kiln has no fp8 dtype yet: these are MLX's bit-level bridge.
+// do), and codes (uint8) -> values in `dtype` (0x7f and 0xff are NaN).
+// Kiln has no fp8 dtype yet: these are MLX's bit-level bridge.
 array to_fp8(const array& x, StreamOrDevice s = {});
 array from_fp8(const array& x, Dtype dtype = bfloat16, StreamOrDevice s = {});
 

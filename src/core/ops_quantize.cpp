@@ -270,11 +270,11 @@ array from_fp8(const array& x, Dtype dtype, StreamOrDevice s) {
          {&x});
   }
   Stream st = to_stream(s);
-  // The 256 values (exact in every floating dtype), gathered by code.
+  // The 256 values (exact in every floating dtype; 0x7f, 0xff NaN), gathered by code.
   std::vector<float> values(256);
   for (int c = 0; c < 256; ++c) {
     int e = (c >> 3) & 15, m = c & 7;
-    float v = e == 0 ? std::ldexp(m / 8.0f, -6) : std::ldexp(1.0f + m / 8.0f, e - 7);
+    float v = (c & 0x7f) == 0x7f ? NAN : e == 0 ? std::ldexp(m / 8.0f, -6) : std::ldexp(1.0f + m / 8.0f, e - 7);
     values[c] = (c & 0x80) ? -v : v;
   }
   array table(values, Shape{256}, float32);

@@ -20,6 +20,7 @@ struct Mode {
 constexpr Mode kModes[] = {{"mxfp4", 32, 4}, {"mxfp8", 32, 8}, {"nvfp4", 16, 4}};
 
 double e4m3(int c) {
+  if ((c & 0x7f) == 0x7f) return NAN;
   int e = (c >> 3) & 15, m = c & 7;
   double v = e == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1.0 + m / 8.0, e - 7);
   return (c & 0x80) ? -v : v;
@@ -44,14 +45,16 @@ int e4m3_code(float v) {
   return best | sign;
 }
 
-// Dequantized [rows, cols] in float64 from packed words and scale bytes.
-std::vector<double> dequantized(const array& w, const array& scales, const Mode& m, double factor = 0) {
+// Dequantized [rows, cols] in float64 from packed words (AND `mask`) and
+// scale bytes.
+std::vector<double> dequantized(const array& w, const array& scales, const Mode& m, double factor = 0,
+                                uint32_t mask = 0xffffffffu) {
   auto wv = values(w), sv = values(scales);
   int64_t row_words = w.shape(-1), cols = row_words * 32 / m.bits, rows = static_cast<int64_t>(w.size()) / row_words;
   std::vector<double> out(rows * cols);
   for (int64_t r = 0; r < rows; ++r) {
     for (int64_t k = 0; k < cols; ++k) {
-      uint32_t word = static_cast<uint32_t>(wv[r * row_words + k * m.bits / 32]);
+      uint32_t word = static_cast<uint32_t>(wv[r * row_words + k * m.bits / 32]) & mask;
       int code = (word >> ((k * m.bits) % 32)) & ((1u << m.bits) - 1);
       int s = static_cast<int>(sv[r * (cols / m.gs) + k / m.gs]);
       double v = m.bits == 8 ? e4m3(code) : e2m1(code);
@@ -62,7 +65,8 @@ std::vector<double> dequantized(const array& w, const array& scales, const Mode&
   return out;
 }
 
-// MLX's quantization of float32 rows in float: words and scale bytes.
+// MLX's quantization of float32 rows in float: words and scale bytes (the
+// e8m0 exponent is ceil(log2(max|w| / vmax)), from frexp).
 std::vector<std::vector<double>> quantize_ref(const array& w, const Mode& m, float global = 0) {
   auto v = values(w);
   std::vector<double> words, scales;
@@ -79,7 +83,11 @@ std::vector<std::vector<double>> quantize_ref(const array& w, const Mode& m, flo
       scales.push_back(sb);
       divisor = static_cast<float>(e4m3(sb));
     } else {
-      int e = s == 0 ? 0 : static_cast<int>(std::rint(std::log2f(s)));
+      int e = 0;
+      if (s != 0) {
+        int ex;
+        e = std::frexp(s, &ex) == 0.5f ? ex - 1 : ex;
+      }
       scales.push_back(e + 127);
       divisor = std::ldexp(1.0f, e);
     }
@@ -134,6 +142,12 @@ Input scale_bytes(Shape s, const Mode& m) {
   return m.gs == 16 ? fixed(std::move(s), uint8, 0x30, 0x50) : fixed(std::move(s), uint8, 120, 134);
 }
 
+// Products would turn the NaN codes of fp8 (0x7f, 0xff) into NaN rows, which
+// the finite-difference checks cannot use: the product cases clear bit 3
+// of every byte (no NaN code is left).
+constexpr uint32_t kNoNan = 0xf7f7f7f7u;
+uint32_t product_mask(const Mode& m) { return m.bits == 8 ? kNoNan : 0xffffffffu; }
+
 }  // namespace
 
 void register_quant_fp() {
@@ -167,30 +181,31 @@ void register_quant_fp() {
       add({.op = "quantized_matmul",
            .primitive = "QuantizedMatmul",
            .name = "x (3," + std::to_string(K) + ") " + t + " " + mode,
-           .fn = [transpose, mode](const Arrays& x) {
-             return Arrays{
-                 quantized_matmul(x[0], x[1], x[2], std::nullopt, transpose, std::nullopt, std::nullopt, mode)};
+           .fn = [transpose, mode, mask = product_mask(m)](const Arrays& x) {
+             array w = bitwise_and(x[1], array(mask));
+             return Arrays{quantized_matmul(x[0], w, x[2], std::nullopt, transpose, std::nullopt, std::nullopt, mode)};
            },
            .inputs = {in({3, static_cast<int>(K)}), fixed({rows, words}, uint32, 0, kWordMax),
                       scale_bytes({rows, groups}, m)},
            .ref = [transpose, K, N, m](const Arrays& x) {
              return std::vector<std::vector<double>>{
-                 products(values(x[0]), dequantized(x[1], x[2], m), 3, K, N, transpose, {0}, {0})};
+                 products(values(x[0]), dequantized(x[1], x[2], m, 0, product_mask(m)), 3, K, N, transpose, {0}, {0})};
            },
            .diff = {0},
            .rtol_scale = 4.0});
       add({.op = "gather_qmm",
            .primitive = "GatherQMM",
            .name = "x (3,2," + std::to_string(K) + ") 4 experts " + t + " " + mode,
-           .fn = [transpose, mode](const Arrays& x) {
-             return Arrays{gather_qmm(x[0], x[1], x[2], std::nullopt, x[3], x[4], transpose, std::nullopt,
-                                      std::nullopt, mode)};
+           .fn = [transpose, mode, mask = product_mask(m)](const Arrays& x) {
+             array w = bitwise_and(x[1], array(mask));
+             return Arrays{
+                 gather_qmm(x[0], w, x[2], std::nullopt, x[3], x[4], transpose, std::nullopt, std::nullopt, mode)};
            },
            .inputs = {in({3, 2, static_cast<int>(K)}), fixed({4, rows, words}, uint32, 0, kWordMax),
                       scale_bytes({4, rows, groups}, m), fixed({5}, uint32, 0, 3), fixed({5}, int32, 0, 4)},
            .ref = [transpose, K, N, m](const Arrays& x) {
-             return std::vector<std::vector<double>>{products(values(x[0]), dequantized(x[1], x[2], m), 2, K, N,
-                                                              transpose, as_indices(x[3]), as_indices(x[4]))};
+             return std::vector<std::vector<double>>{products(values(x[0]), dequantized(x[1], x[2], m, 0, product_mask(m)),
+                                                              2, K, N, transpose, as_indices(x[3]), as_indices(x[4]))};
            },
            .diff = {0},
            .rtol_scale = 4.0});

@@ -5,19 +5,22 @@
 // produce the same words and scales bit for bit.
 //
 // Why quantize is written as a chain of rounded steps: on the CPU, MLX
-// 0.32.4 quantizes these modes with a graph of ordinary ops (mlx/ops.cpp
-// fp_quantize's fallback), each rounding to w's dtype. Matching it bit for
-// bit means rounding where it rounds: the scale max|w| / vmax in w's dtype,
-// log2 of it in w's dtype before round-half-even, w / 2^e in w's dtype,
-// and for fp4 the argmin over the 16 code values of |w - v| computed in
-// w's dtype (float32 for nvfp4, whose steps promote), first index winning
-// ties. The policy `R` rounds a value of the compute type C (float, or
-// double for float64 inputs) to the storage dtype and back.
+// 0.32.4 quantizes these modes with a graph of ordinary ops, each rounding
+// to w's dtype. Matching it bit for bit (checked against mlx 0.32.4 by
+// tests/test_quantize_fp.cpp) means rounding where it rounds: the scale
+// s = max|w| / vmax in w's dtype, the e8m0 exponent e = ceil(log2 s)
+// (exact), w / 2^e in w's dtype, and for fp4 the argmin over the 16 code
+// values of |w - v| computed in w's dtype (float32 for nvfp4, whose steps
+// promote), first index winning ties (so ties go to the smaller magnitude
+// and small negatives to +0). The policy `R` rounds a value of the compute
+// type C (float, or double for float64 inputs) to the storage dtype and
+// back. Not matched: groups within a factor 4 of float32's largest value,
+// where MLX's own arithmetic overflows.
 //
 // Encodings (MLX's, not the OCP tables where they differ):
 // - fp4 e2m1 codes 0..15: +{0, .5, 1, 1.5, 2, 3, 4, 6}, then the negatives.
 // - fp8 e4m3 (MLX's to_fp8 / from_fp8): round to nearest even, saturating
-//   at ±448, NaN and inf map to ±448; decoding has no NaN (0x7f is 480).
+//   at ±448, NaN and inf map to ±448 too; 0x7f and 0xff decode to NaN.
 // - e8m0 scale byte s: 2^(s - 127), with s = 0 read as 2^-127.
 #include <cmath>
 #include <cstdint>
@@ -67,10 +70,12 @@ KILN_FPQ_HD uint8_t to_fp8(float f) {
   return static_cast<uint8_t>(((rounded >> 20) - (120u << 3)) | sign);
 }
 
-// MLX's from_fp8 (no NaN: 0x7f is 480).
+// MLX's from_fp8 (0x7f and 0xff are NaN, keeping the sign).
 KILN_FPQ_HD float from_fp8(uint32_t b) {
   uint32_t m = b & 0x7fu;
-  float v = (m >> 3) == 0 ? static_cast<float>(m) * (1.0f / 512.0f) : bits_float((m + (120u << 3)) << 20);
+  float v = m == 0x7fu ? bits_float(0x7fc00000u)
+            : (m >> 3) == 0 ? static_cast<float>(m) * (1.0f / 512.0f)
+                            : bits_float((m + (120u << 3)) << 20);
   return (b & 0x80u) ? -v : v;
 }
 
@@ -101,17 +106,18 @@ KILN_FPQ_HD uint8_t quantize_group(Load w, int gs, int bits, bool nvfp4, float e
     scale_byte = to_fp8(static_cast<float>(static_cast<float>(s) * encode));
     divisor = R::round(static_cast<C>(from_fp8(scale_byte)));
   } else {
+    // e = ceil(log2(s)), exactly (MLX 0.32.4's rule: no value of the group
+    // exceeds vmax after the division), from the binary exponent.
     int e = 0;
     if (s != 0) {
-      // log2 through double rounded to float is log2f correctly rounded
-      // (glibc's log2f agrees on every 16-bit input and near every
-      // rounding boundary: tests/test_quantize_fp.cpp checks it).
-      C l = static_cast<C>(log2(static_cast<double>(s)));
-      e = static_cast<int>(rint(static_cast<double>(R::round(l))));
+      int ex;
+      double m = frexp(static_cast<double>(s), &ex);  // s = m 2^ex, m in [0.5, 1)
+      e = m == 0.5 ? ex - 1 : ex;
     }
     divisor = R::round(static_cast<C>(ldexp(1.0, e)));
-    // astype(e + 127, uint8) through int32, as MLX's float -> uint8 cast wraps.
-    scale_byte = static_cast<uint8_t>(static_cast<int32_t>(R::round(static_cast<C>(e + 127))));
+    // e + 127 modulo 256, as MLX's uint8 cast leaves it (exponents below
+    // -127 wrap).
+    scale_byte = static_cast<uint8_t>(e + 127);
   }
   for (int k = 0; k < gs; ++k) {
     C q = R::round(w(k) / divisor);

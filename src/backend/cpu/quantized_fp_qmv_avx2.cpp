@@ -55,6 +55,9 @@ struct FpAvx2 {
       i mag = _mm256_slli_epi16(_mm256_and_si256(u, _mm256_set1_epi16(0x7f)), 7);
       i sign = _mm256_slli_epi16(_mm256_and_si256(u, _mm256_set1_epi16(0x80)), 8);
       i bits = _mm256_or_si256(mag, sign);
+      // 0x7f / 0xff are NaN (a float16 NaN).
+      i nan = _mm256_cmpeq_epi16(_mm256_and_si256(u, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7f));
+      bits = _mm256_blendv_epi8(bits, _mm256_set1_epi16(0x7e00), nan);
       v[2 * h] = _mm256_cvtph_ps(_mm256_castsi256_si128(bits));
       v[2 * h + 1] = _mm256_cvtph_ps(_mm256_extracti128_si256(bits, 1));
     }

@@ -47,6 +47,9 @@ struct FpAvx512 {
     __m512i mag = _mm512_slli_epi16(_mm512_and_si512(h, _mm512_set1_epi16(0x7f)), 7);
     __m512i sign = _mm512_slli_epi16(_mm512_and_si512(h, _mm512_set1_epi16(0x80)), 8);
     __m512i bits = _mm512_or_si512(mag, sign);
+    // 0x7f / 0xff are NaN (a float16 NaN).
+    __mmask32 nan = _mm512_cmpeq_epi16_mask(_mm512_and_si512(h, _mm512_set1_epi16(0x7f)), _mm512_set1_epi16(0x7f));
+    bits = _mm512_mask_mov_epi16(bits, nan, _mm512_set1_epi16(0x7e00));
     v[0] = _mm512_cvtph_ps(_mm512_castsi512_si256(bits));
     v[1] = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(bits, 1));
   }
