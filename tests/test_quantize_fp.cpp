@@ -311,8 +311,8 @@ TEST(QuantizeFpMlx, WordsScalesAndDequantizationAreBitIdentical) {
     array rows = power(array(2.0f), astype(arange(-20, 12, 1), float32));
     array w = test::random_array({32, 256}, float32, -1.0, 1.0) * reshape(rows, {32, 1});
     // Rows whose group maxima sit just above 6 * 2^k and 448 * 2^k (where
-    // the e8m0 exponent's rounding rule shows), ties between fp4 codes, and
-    // an all-zero row.
+    // the e8m0 exponent's rounding rule shows), ties between fp4 codes, an
+    // all-zero row, non-finite values.
     std::vector<float> edge(16 * 256);
     for (int r = 0; r < 16; ++r) {
       for (int k = 0; k < 256; ++k) edge[r * 256 + k] = 0.001f * static_cast<float>((k * 37 + r * 11) % 200 - 100);
@@ -324,6 +324,12 @@ TEST(QuantizeFpMlx, WordsScalesAndDequantizationAreBitIdentical) {
       }
     }
     for (int k = 0; k < 256; ++k) edge[15 * 256 + k] = 0.0f;
+    // Groups with inf, NaN, -inf and values near float32's largest.
+    edge[10 * 256 + 3] = INFINITY;
+    edge[11 * 256 + 40] = NAN;
+    edge[12 * 256 + 70] = -INFINITY;
+    edge[13 * 256 + 0] = 3e38f;
+    edge[13 * 256 + 33] = -3e38f;
     w = concatenate({w, array(edge, Shape{16, 256})}, 0);
     inputs.emplace(std::string("w_") + dtype_name(t), astype(w, t));
   }

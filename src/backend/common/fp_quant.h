@@ -14,8 +14,8 @@
 // promote), first index winning ties (so ties go to the smaller magnitude
 // and small negatives to +0). The policy `R` rounds a value of the compute
 // type C (float, or double for float64 inputs) to the storage dtype and
-// back. Not matched: groups within a factor 4 of float32's largest value,
-// where MLX's own arithmetic overflows.
+// back; R::kNonFiniteByte is the scale byte of a group with inf or NaN.
+// Such groups follow MLX's results too (values divided by 0).
 //
 // Encodings (MLX's, not the OCP tables where they differ):
 // - fp4 e2m1 codes 0..15: +{0, .5, 1, 1.5, 2, 3, 4, 6}, then the negatives.
@@ -85,6 +85,19 @@ KILN_FPQ_HD float e8m0_value(uint32_t s) { return s == 0 ? bits_float(0x00400000
 // The value of a scale byte in float: e8m0 (group 32) or e4m3 (nvfp4).
 KILN_FPQ_HD float scale_value(uint32_t s, bool e4m3) { return e4m3 ? from_fp8(s) : e8m0_value(s); }
 
+// a / b, with x86's NaN results on every backend: an input NaN propagates
+// (sign kept), an invalid operation (0 / 0, inf / inf) gives the negative
+// default NaN. MLX's CPU quantize runs on x86 and those signs reach the
+// fp8 codes (to_fp8 keeps the sign of a NaN).
+template <typename C>
+KILN_FPQ_HD C x86_div(C a, C b) {
+  C r = a / b;
+  if (r == r) return r;
+  if (a != a) return a;
+  if (b != b) return b;
+  return -static_cast<C>(NAN);
+}
+
 // One group of `gs` values (gs = 16 or 32) of w: the codes (bits 4: 16
 // nibbles, 8: bytes) into `codes` and the scale byte. `encode` is nvfp4's
 // 2688 / global_scale (1 without one). Division is IEEE (no fast-math
@@ -95,7 +108,7 @@ KILN_FPQ_HD uint8_t quantize_group(Load w, int gs, int bits, bool nvfp4, float e
   C amax = 0;
   for (int k = 0; k < gs; ++k) {
     C a = w(k) < 0 ? -w(k) : w(k);
-    amax = a > amax ? a : amax;
+    amax = (a > amax || a != a) && amax == amax ? a : amax;  // a NaN wins, as MLX's max
   }
   const C vmax = bits == 4 ? C(6) : C(448);
   const C s = R::round(amax / vmax);
@@ -107,20 +120,29 @@ KILN_FPQ_HD uint8_t quantize_group(Load w, int gs, int bits, bool nvfp4, float e
     divisor = R::round(static_cast<C>(from_fp8(scale_byte)));
   } else {
     // e = ceil(log2(s)), exactly (MLX 0.32.4's rule: no value of the group
-    // exceeds vmax after the division), from the binary exponent.
-    int e = 0;
-    if (s != 0) {
-      int ex;
-      double m = frexp(static_cast<double>(s), &ex);  // s = m 2^ex, m in [0.5, 1)
-      e = m == 0.5 ? ex - 1 : ex;
+    // exceeds vmax after the division), from the binary exponent; e + 127
+    // modulo 256 is the byte (exponents below -127 wrap, as MLX's uint8 cast
+    // leaves them).
+    if (s - s == 0) {
+      int e = 0;
+      if (s != 0) {
+        int ex;
+        double m = frexp(static_cast<double>(s), &ex);  // s = m 2^ex, m in [0.5, 1)
+        e = m == 0.5 ? ex - 1 : ex;
+      }
+      divisor = R::round(static_cast<C>(ldexp(1.0, e)));
+      scale_byte = static_cast<uint8_t>(e + 127);
+    } else {
+      // inf or NaN (a group with inf or NaN, or beyond float's range): MLX's
+      // exponent is INT_MIN there, its 2^e is 0, and its byte INT_MIN + 127
+      // as w's dtype, cast to uint8: 0x80 for float32, 0 for the 16-bit
+      // floats (R::kNonFiniteByte).
+      divisor = 0;
+      scale_byte = R::kNonFiniteByte;
     }
-    divisor = R::round(static_cast<C>(ldexp(1.0, e)));
-    // e + 127 modulo 256, as MLX's uint8 cast leaves it (exponents below
-    // -127 wrap).
-    scale_byte = static_cast<uint8_t>(e + 127);
   }
   for (int k = 0; k < gs; ++k) {
-    C q = R::round(w(k) / divisor);
+    C q = R::round(x86_div(w(k), divisor));
     if (bits == 8) {
       codes[k] = to_fp8(static_cast<float>(q));
       continue;

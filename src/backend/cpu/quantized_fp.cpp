@@ -35,6 +35,7 @@ namespace {
 template <typename T>
 struct RoundTo {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  static constexpr uint8_t kNonFiniteByte = is_half_v<T> ? 0 : 0x80;
   static C round(C v) {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
       return v;

@@ -30,7 +30,11 @@ namespace {
 template <typename T>
 struct RoundTo {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  static constexpr uint8_t kNonFiniteByte = is_half_v<T> ? 0 : 0x80;
+  // A NaN passes as it is: the device conversions drop its sign, the
+  // CPU's keep it (and the sign reaches fp8 codes).
   __device__ static C round(C v) {
+    if (v != v) return v;
     if constexpr (std::is_same_v<T, __half>) return __half2float(__float2half_rn(v));
     else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(__float2bfloat16_rn(v));
     else return v;
