@@ -101,6 +101,11 @@ double expected_bytes(const json& row) {
     const double k = b, n = s[2].get<double>(), bits = name.back() - '0';
     return k * n * bits / 8 + 2 * 2 * n * (k / 64);
   }
+  // D4 in MLX's microscaling modes: the packed codes plus one scale byte per 32 values.
+  if (name.rfind("qmv_mxfp", 0) == 0) {
+    const double k = b, n = s[2].get<double>(), bits = name.back() - '0';
+    return k * n * bits / 8 + n * (k / 32);
+  }
   // D4 on llama.cpp blocks: w [N, K] as (block weights, block bytes), x[K] and y[N] float32.
   for (auto [q, block, bytes] : {std::tuple{"qmv_q4_0", 32, 18}, {"qmv_q8_0", 32, 34}, {"qmv_q4_k", 256, 144},
                                  {"qmv_q6_k", 256, 210}}) {

@@ -473,7 +473,7 @@ array kron(const array& a, const array& b, StreamOrDevice s = {});
 // alpha * (a @ b) + beta * c, floating types only; c broadcasts to a @ b.
 array addmm(array c, array a, array b, const float& alpha = 1.f, const float& beta = 1.f, StreamOrDevice s = {});
 
-// ---- quantization (MLX's group-wise affine mode; llama.cpp block modes) ----
+// ---- quantization (MLX's group-wise affine and microscaling modes; llama.cpp block modes) ----
 // w [..., K] -> {packed uint32 [..., K * bits / 32], scales, biases
 // [..., K / group_size]} (scales and biases in w's dtype). Each group of
 // group_size values along the last axis maps to q = round((w - bias) /
@@ -481,15 +481,32 @@ array addmm(array c, array a, array b, const float& alpha = 1.f, const float& be
 // per row (the words of MLX: bits 3, 5, 6 straddle word boundaries the way
 // MLX's byte packing does). Defaults: group_size 64, bits 4. A block mode
 // ("q4_0", ...: core/quantize_blocks.h) returns {w} alone.
+// The microscaling modes (MLX's table; only these parameters are allowed):
+//   mode    group  bits  values           scale (uint8, one per group)
+//   mxfp4   32     4     fp4 e2m1         e8m0: 2^(s - 127)
+//   mxfp8   32     8     fp8 e4m3         e8m0
+//   nvfp4   16     4     fp4 e2m1         fp8 e4m3 (times global_scale / 2688)
+// return {packed uint32, scales uint8} (no biases), with MLX's rounding bit
+// for bit (mlx 0.32.4): the e8m0 exponent is ceil(log2(max|w| / vmax))
+// (vmax 6 or 448; an all-zero group gets 2^0), fp4 takes the nearest of
+// its 16 values (ties to the smaller magnitude, -0 as +0), fp8 rounds to
+// nearest even and saturates at ±448.
+// global_scale (nvfp4 only): a float32 scalar, the amax of w over the
+// tensor that MLX's recipe passes; scales then hold s * 2688 / global_scale.
 // Differences from MLX: float64 works everywhere (MLX's kernels reject it):
-// quantize computes its groups in float as for the other types, dequantize
-// and the products compute in double; "mxfp4", "mxfp8" and "nvfp4" are not
-// implemented yet and say so; global_scale is accepted only as nullopt.
+// quantize computes its groups in float as for the other types (the
+// microscaling modes in double), dequantize and the products compute in
+// double; the microscaling modes' group size and bits are checked by every
+// op (MLX checks them in quantize and dequantize only).
 std::vector<array> quantize(const array& w, std::optional<int> group_size = std::nullopt,
                             std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                             const std::optional<array>& global_scale = std::nullopt, StreamOrDevice s = {});
 // q * scale + bias per group, computed in the scales' dtype (rounded after
 // the product and after the sum, as MLX does); `dtype` casts the result.
+// Microscaling modes: value * 2^(s - 127) (nvfp4: value * e4m3(s), times
+// global_scale / 2688 in float32 when given) rounded once to `dtype`
+// (default bfloat16, as MLX). Difference from MLX: with a global_scale MLX
+// returns float32 whatever `dtype` says; Kiln returns `dtype`.
 array dequantize(const array& w, const array& scales, const std::optional<array>& biases = std::nullopt,
                  std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                  const std::string& mode = "affine", const std::optional<array>& global_scale = std::nullopt,
@@ -497,7 +514,8 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
 // x [..., K] times the dequantized w: transposed ([N, K] packed along K,
 // the layout of a Linear layer) or not ([K, N] packed along N). A w with
 // batch axes broadcasts against x's batch axes (x needs at least 3 axes
-// then; MLX leaves that case undefined).
+// then; MLX leaves that case undefined). The microscaling modes take no
+// biases and compute in x's dtype (accumulating in float32).
 array quantized_matmul(const array& x, const array& w, const array& scales,
                        const std::optional<array>& biases = std::nullopt, bool transpose = true,
                        std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
@@ -511,6 +529,13 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
                  bool transpose = true, std::optional<int> group_size = std::nullopt,
                  std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                  bool sorted_indices = false, StreamOrDevice s = {});
+
+// MLX's fp8 helpers: x (floating) -> its fp8 e4m3 codes as uint8 (round
+// to nearest even, saturating at ±448; inf and NaN saturate too, as MLX's
+// do), and codes (uint8) -> values in `dtype` (0x7f and 0xff are NaN).
+// Kiln has no fp8 dtype yet: these are MLX's bit-level bridge.
+array to_fp8(const array& x, StreamOrDevice s = {});
+array from_fp8(const array& x, Dtype dtype = bfloat16, StreamOrDevice s = {});
 
 // ---- convolution (MLX's layout: input [N, spatial.., C_in] channels last,
 // weight [C_out, kernel.., C_in / groups]; output [N, spatial.., C_out]) ----

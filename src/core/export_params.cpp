@@ -46,8 +46,17 @@ const char* scatter_axis_name(ScatterAxis::Reduce r) { return r == ScatterAxis::
 const char* scatter_reduce_name(Scatter::Reduce r) { return scatter_op_name(r); }
 const char* scan_name(ScanOp op) { return scan_op_name(op); }
 
-json quant(const QuantParams& p) { return {{"group_size", p.group_size}, {"bits", p.bits}}; }
-QuantParams quant(const json& j) { return {j.at("group_size").get<int>(), j.at("bits").get<int>()}; }
+json quant(const QuantParams& p) {
+  return {{"group_size", p.group_size}, {"bits", p.bits}, {"mode", quant_mode_name(p.mode)}};
+}
+// Files written before the microscaling modes have no "mode": affine.
+QuantParams quant(const json& j) {
+  QuantParams p{j.at("group_size").get<int>(), j.at("bits").get<int>()};
+  if (j.contains("mode") && !quant_mode_from_name(j.at("mode").get<std::string>(), p.mode)) {
+    throw Error("[import_function] unknown quantization mode " + j.at("mode").dump());
+  }
+  return p;
+}
 
 }  // namespace
 
@@ -154,7 +163,7 @@ std::vector<array> rebuild_node(const json& prim, const std::vector<array>& in, 
       {"Scan", [&] { return std::make_shared<Scan>(s, by_name(j.at("op").get<std::string>(), 5, scan_name, "scan op"),
                                                    i("axis"), b("reverse"), b("inclusive")); }},
       {"Quantize", [&] { return std::make_shared<Quantize>(s, quant(j)); }},
-      {"Dequantize", [&] { return std::make_shared<Dequantize>(s, quant(j)); }},
+      {"Dequantize", [&] { return std::make_shared<Dequantize>(s, quant(j), dtypes.at(0)); }},
       {"QuantizedMatmul", [&] { return std::make_shared<QuantizedMatmul>(s, quant(j.at("quant")), b("transpose")); }},
       {"GatherQMM", [&] { return std::make_shared<GatherQMM>(s, quant(j.at("quant")), b("transpose")); }},
   };

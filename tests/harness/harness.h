@@ -71,6 +71,7 @@ void register_fast();       // include/kiln/fast.h
 void register_attention();  // fast::scaled_dot_product_attention
 void register_quant();      // quantize, dequantize, quantized_matmul, gather_qmm
 void register_quant_blocks();  // llama.cpp block formats (cases_quant_blocks.cpp)
+void register_quant_fp();      // MLX's microscaling modes, to_fp8 / from_fp8 (cases_quant_fp.cpp)
 void register_conv();          // convolutions (cases_conv.cpp)
 void register_linalg();        // kiln::linalg, einsum, random::multivariate_normal
 void register_numpy_extras();  // windows, median, gather_mm, hadamard ... (cases_numpy_extras.cpp)

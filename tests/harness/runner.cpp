@@ -41,6 +41,7 @@ void register_all() {
     register_attention();
     register_quant();
     register_quant_blocks();
+    register_quant_fp();
     register_conv();
     register_linalg();
     register_numpy_extras();

@@ -485,6 +485,31 @@ void add_quant(std::vector<GpuDrill>& out, bool quick) {
   }
 }
 
+// D4: MLX's microscaling modes (quantized_fp.cu) in the same decode shape:
+// bytes = packed codes + one e8m0 byte per 32 values.
+void add_quant_fp(std::vector<GpuDrill>& out, bool quick) {
+  const int64_t k = quick ? 512 : 4096, n = quick ? 1792 : 14336;
+  for (auto [name, mode, bits] : {std::tuple{"qmv_mxfp4", "mxfp4", 4}, std::tuple{"qmv_mxfp8", "mxfp8", 8}}) {
+    const double bytes = static_cast<double>(n) * k * bits / 8 + static_cast<double>(n) * (k / 32);
+    out.push_back({"D4", name, "bfloat16", {1, k, n}, bytes, 2.0 * k * n, [=] {
+      GpuCase c;
+      array x = gpu_random({1, static_cast<int>(k)}, bfloat16, 43);
+      const int sets = rotation_sets(bytes);
+      for (int i = 0; i < sets; ++i) {
+        auto w = quantize(random_input({static_cast<int>(n), static_cast<int>(k)}, bfloat16, 44 + i, -0.05f, 0.05f),
+                          std::nullopt, std::nullopt, mode, std::nullopt, Device::gpu);
+        eval(w);
+        c.input_sets.push_back({x, w[0], w[1]});
+      }
+      c.make = [mode](const std::vector<array>& in) {
+        return quantized_matmul(in[0], in[1], in[2], std::nullopt, true, std::nullopt, std::nullopt, mode);
+      };
+      c.tolerance = 2e-2;
+      return c;
+    }});
+  }
+}
+
 // D4 QMV on llama.cpp blocks (quant_blocks.cu): y[M, N] = x[M, K] w^T with
 // w [N, K] in blocks read once; bytes = the blocks plus x and y.
 void add_quant_blocks(std::vector<GpuDrill>& out, bool quick) {
@@ -584,6 +609,7 @@ int run_gpu_bench(const BenchOptions& opts) {
   add_linalg(drills, opts.quick);
   add_attention(drills, opts.quick);
   add_quant(drills, opts.quick);
+  add_quant_fp(drills, opts.quick);
   add_quant_blocks(drills, opts.quick);
   std::erase_if(drills, [&](const GpuDrill& d) { return !std::regex_search(describe(d), filter); });
   if (drills.empty()) {

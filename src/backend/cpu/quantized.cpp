@@ -1,5 +1,6 @@
 // Affine quantization on the CPU: quantize and dequantize (MLX's rounding,
-// bit for bit), and quantized_matmul / gather_qmm.
+// bit for bit), and quantized_matmul / gather_qmm. The primitives hand the
+// microscaling modes to quantized_fp.cpp.
 //
 // quantized_matmul picks one of three paths per 2-d product:
 // - QMV (transposed w, M <= 8, bits 2 / 4 / 8: decode): the SIMD kernels
@@ -27,6 +28,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/quantized.h"
+#include "backend/cpu/quantized_fp.h"
 #include "backend/cpu/threading.h"
 #include "core/array_desc.h"
 #include "core/primitives.h"
@@ -318,42 +320,6 @@ void product_2d(const cpu::QmvArgs& a, bool transpose) {
   }
 }
 
-// An input with row-contiguous inner axes (the last `inner` axes), copied
-// when its layout has them otherwise; batch axes keep their strides (zero
-// for broadcast ones).
-struct Operand {
-  const char* ptr;
-  Strides strides;
-  std::vector<char> store;
-};
-Operand inner_contiguous(const array& a, int inner) {
-  const auto& d = *a.desc();
-  Operand o{detail::data_ptr(a), d.strides, {}};
-  int nd = a.ndim();
-  int64_t expect = 1;
-  bool ok = true;
-  for (int i = nd - 1; i >= std::max(0, nd - inner); --i) {
-    if (a.shape(i) != 1 && d.strides[i] != expect) ok = false;
-    expect *= a.shape(i);
-  }
-  if (ok) return o;
-  o.strides = row_major_strides(a.shape());
-  o.store.resize(a.nbytes());
-  cpu::copy_strided(detail::data_ptr(a), a.dtype(), a.shape(), d.strides, o.store.data(), a.dtype(), o.strides);
-  o.ptr = o.store.data();
-  return o;
-}
-// Offset in elements of batch entry `b` of an operand through its strides
-// of the first `nbatch` axes of `shape`.
-int64_t batch_offset(int64_t b, const Shape& shape, int nbatch, const Strides& strides) {
-  int64_t off = 0;
-  for (int d = nbatch - 1; d >= 0; --d) {
-    off += (b % shape[d]) * strides[d];
-    b /= shape[d];
-  }
-  return off;
-}
-
 // float64: w dequantized in double, then a plain product (float64 is for
 // references and the transformation checks, not speed).
 void product_double(const double* x, int64_t M, int64_t N, int64_t K, const uint32_t* w, const double* s,
@@ -386,9 +352,38 @@ void run_product(const char* x, Dtype t, int64_t M, int64_t N, int64_t K, const 
 
 }  // namespace
 
+namespace cpu {
+Operand inner_contiguous(const array& a, int inner) {
+  const auto& d = *a.desc();
+  cpu::Operand o{detail::data_ptr(a), d.strides, {}};
+  int nd = a.ndim();
+  int64_t expect = 1;
+  bool ok = true;
+  for (int i = nd - 1; i >= std::max(0, nd - inner); --i) {
+    if (a.shape(i) != 1 && d.strides[i] != expect) ok = false;
+    expect *= a.shape(i);
+  }
+  if (ok) return o;
+  o.strides = row_major_strides(a.shape());
+  o.store.resize(a.nbytes());
+  cpu::copy_strided(detail::data_ptr(a), a.dtype(), a.shape(), d.strides, o.store.data(), a.dtype(), o.strides);
+  o.ptr = o.store.data();
+  return o;
+}
+int64_t batch_offset(int64_t b, const Shape& shape, int nbatch, const Strides& strides) {
+  int64_t off = 0;
+  for (int d = nbatch - 1; d >= 0; --d) {
+    off += (b % shape[d]) * strides[d];
+    b /= shape[d];
+  }
+  return off;
+}
+}  // namespace cpu
+
 void Quantize::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
   for (auto& o : outputs) detail::allocate(o, name());
-  Operand w = inner_contiguous(inputs[0], inputs[0].ndim());
+  if (!p_.affine()) return cpu::fp_quantize(inputs, p_, outputs);
+  cpu::Operand w = cpu::inner_contiguous(inputs[0], inputs[0].ndim());
   int64_t K = inputs[0].shape(-1), rows = K ? static_cast<int64_t>(inputs[0].size()) / K : 0;
   if (rows == 0 || K == 0) return;
   auto* packed = reinterpret_cast<uint32_t*>(detail::data_ptr(outputs[0]));
@@ -407,8 +402,9 @@ void Quantize::eval_cpu(const std::vector<array>& inputs, std::vector<array>& ou
 void Dequantize::eval_cpu(const std::vector<array>& inputs, array& out) {
   detail::allocate(out, name());
   if (out.size() == 0) return;
+  if (!p_.affine()) return cpu::fp_dequantize(inputs, p_, out);
   int nd = out.ndim();
-  Operand w = inner_contiguous(inputs[0], nd), s = inner_contiguous(inputs[1], nd), b = inner_contiguous(inputs[2], nd);
+  cpu::Operand w = cpu::inner_contiguous(inputs[0], nd), s = cpu::inner_contiguous(inputs[1], nd), b = cpu::inner_contiguous(inputs[2], nd);
   int64_t K = out.shape(-1), rows = static_cast<int64_t>(out.size()) / K;
   cpu::dispatch_all(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -424,6 +420,7 @@ void Dequantize::eval_cpu(const std::vector<array>& inputs, array& out) {
 void QuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out) {
   detail::allocate(out, name());
   if (out.size() == 0) return;
+  if (!p_.affine()) return cpu::fp_quantized_matmul(inputs, p_, transpose_, out);
   const array& x = inputs[0];
   const array& w = inputs[1];
   Dtype t = out.dtype();
@@ -432,8 +429,8 @@ void QuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out) {
   char* o = detail::data_ptr(out);
   if (w.ndim() == 2) {
     // Every row of x (all leading axes) against one matrix.
-    Operand xs = inner_contiguous(x, x.ndim());
-    Operand ws = inner_contiguous(w, 2), ss = inner_contiguous(inputs[2], 2), bs = inner_contiguous(inputs[3], 2);
+    cpu::Operand xs = cpu::inner_contiguous(x, x.ndim());
+    cpu::Operand ws = cpu::inner_contiguous(w, 2), ss = cpu::inner_contiguous(inputs[2], 2), bs = cpu::inner_contiguous(inputs[3], 2);
     run_product(xs.ptr, t, static_cast<int64_t>(x.size()) / K, N, K, reinterpret_cast<const uint32_t*>(ws.ptr),
                 ss.ptr, bs.ptr, p_, transpose_, o);
     return;
@@ -442,13 +439,13 @@ void QuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out) {
   int nb = out.ndim() - 2;
   int64_t M = x.shape(-2);
   int64_t batches = static_cast<int64_t>(out.size()) / (M * N);
-  Operand xs = inner_contiguous(x, 2), ws = inner_contiguous(w, 2), ss = inner_contiguous(inputs[2], 2),
-          bs = inner_contiguous(inputs[3], 2);
+  cpu::Operand xs = cpu::inner_contiguous(x, 2), ws = cpu::inner_contiguous(w, 2), ss = cpu::inner_contiguous(inputs[2], 2),
+          bs = cpu::inner_contiguous(inputs[3], 2);
   for (int64_t bi = 0; bi < batches; ++bi) {
-    const char* xp = xs.ptr + batch_offset(bi, out.shape(), nb, xs.strides) * item;
-    auto* wp = reinterpret_cast<const uint32_t*>(ws.ptr) + batch_offset(bi, out.shape(), nb, ws.strides);
-    const char* sp = ss.ptr + batch_offset(bi, out.shape(), nb, ss.strides) * item;
-    const char* bp = bs.ptr + batch_offset(bi, out.shape(), nb, bs.strides) * item;
+    const char* xp = xs.ptr + cpu::batch_offset(bi, out.shape(), nb, xs.strides) * item;
+    auto* wp = reinterpret_cast<const uint32_t*>(ws.ptr) + cpu::batch_offset(bi, out.shape(), nb, ws.strides);
+    const char* sp = ss.ptr + cpu::batch_offset(bi, out.shape(), nb, ss.strides) * item;
+    const char* bp = bs.ptr + cpu::batch_offset(bi, out.shape(), nb, bs.strides) * item;
     run_product(xp, t, M, N, K, wp, sp, bp, p_, transpose_, o + bi * M * N * item);
   }
 }
@@ -456,6 +453,7 @@ void QuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out) {
 void GatherQMM::eval_cpu(const std::vector<array>& inputs, array& out) {
   detail::allocate(out, name());
   if (out.size() == 0) return;
+  if (!p_.affine()) return cpu::fp_gather_qmm(inputs, p_, transpose_, out);
   const array& x = inputs[0];
   const array& w = inputs[1];
   Dtype t = out.dtype();
@@ -465,9 +463,9 @@ void GatherQMM::eval_cpu(const std::vector<array>& inputs, array& out) {
   int64_t w_mat = static_cast<int64_t>(w.shape(-2)) * w.shape(-1);
   int64_t w_count = static_cast<int64_t>(w.size()) / std::max<int64_t>(w_mat, 1);
   int64_t g_mat = static_cast<int64_t>(inputs[2].shape(-2)) * inputs[2].shape(-1);
-  Operand xs = inner_contiguous(x, x.ndim()), ws = inner_contiguous(w, w.ndim()),
-          ss = inner_contiguous(inputs[2], w.ndim()), bs = inner_contiguous(inputs[3], w.ndim()),
-          ls = inner_contiguous(inputs[4], inputs[4].ndim()), rs = inner_contiguous(inputs[5], inputs[5].ndim());
+  cpu::Operand xs = cpu::inner_contiguous(x, x.ndim()), ws = cpu::inner_contiguous(w, w.ndim()),
+          ss = cpu::inner_contiguous(inputs[2], w.ndim()), bs = cpu::inner_contiguous(inputs[3], w.ndim()),
+          ls = cpu::inner_contiguous(inputs[4], inputs[4].ndim()), rs = cpu::inner_contiguous(inputs[5], inputs[5].ndim());
   auto* lhs = reinterpret_cast<const uint32_t*>(ls.ptr);
   auto* rhs = reinterpret_cast<const uint32_t*>(rs.ptr);
   int64_t n = static_cast<int64_t>(inputs[4].size());

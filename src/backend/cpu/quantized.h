@@ -33,4 +33,26 @@ bool qmv_avx512(const QmvArgs& a);
 bool qmv4_avx512_bf16(const QmvArgs& a);
 bool qmv_avx2(const QmvArgs& a);
 
+// One product of x [M, K] (float, row-major) with a transposed
+// microscaling w [N, K * bits / 8 bytes] and its uint8 scales [N, K / gs]
+// into out [M, N] (float): the QMV kernels of quantized_fp_qmv*.cpp.
+// scale_lut maps a scale byte to its value as the product uses it (the
+// e8m0 / e4m3 value rounded to x's dtype, as MLX's kernels read it).
+struct FpQmvArgs {
+  const float* x;
+  int64_t M, N, K;
+  const uint8_t* w;
+  const uint8_t* scales;
+  const float* scale_lut;  // [256]
+  int bits, group_size;
+  float* out;
+};
+// false when the kernel does not apply (M > kQmvMaxRows, K not a multiple
+// of 32).
+bool fp_qmv_avx512(const FpQmvArgs& a);
+bool fp_qmv_avx2(const FpQmvArgs& a);
+// Row n of the product, one value at a time (rows whose scales overflow
+// the kernels' folded factors, and the tests' reference).
+void fp_qmv_row_scalar(const FpQmvArgs& a, int64_t n);
+
 }  // namespace kiln::cpu

@@ -1,4 +1,5 @@
-// Affine quantization on the GPU (packing: core/primitives_quant.h).
+// Affine quantization on the GPU (packing: core/primitives_quant.h); the
+// microscaling modes are quantized_fp.cu.
 //
 // - quantize: a thread per group, the CPU's arithmetic step for step
 //   (IEEE division and rint), so both backends give the same words, scales
@@ -25,16 +26,12 @@
 // - gather_qmm: a warp per output element (correct, not fast: the MoE
 //   prefill path is future work).
 #include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/quantized_fp.h"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 
 namespace kiln {
 namespace cuda {
-
-// Row-major C[M, N] = A[M, K] (row-major) times B: B is [N, K] row-major
-// when b_is_nk (a linear layer's weights), else [K, N]; defined in
-// matmul.cpp (cuBLASLt).
-void gemm_rowmajor(Dtype t, const char* a, const char* b, bool b_is_nk, char* c, int64_t M, int64_t N, int64_t K);
 
 namespace {
 
@@ -289,22 +286,6 @@ __global__ void gather_qmm_kernel(const T* __restrict__ x, const uint32_t* __res
   }
 }
 
-unsigned quant_grid(int64_t items, int block) {
-  int64_t blocks = (items + block - 1) / block;
-  int64_t cap = static_cast<int64_t>(device_sm_count() > 0 ? device_sm_count() : 132) * 32;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
-}
-
-// A row-major device copy of a (or a itself when it already is).
-const char* row_major(const array& a, const char* op) {
-  const char* p = in_ptr(a);
-  const auto& d = *a.desc();
-  if (detail::is_row_contiguous(d.shape, d.strides)) return p;
-  char* tmp = static_cast<char*>(scratch(a.nbytes(), op));
-  copy_strided(p, d.dtype, d.shape, d.strides, tmp, d.dtype, row_major_strides(d.shape), op);
-  return tmp;
-}
-
 template <typename F>
 void float_dispatch(Dtype t, const char* op, F&& f) {
   switch (t) {
@@ -372,9 +353,27 @@ void product_2d(Dtype t, const T* x, const uint32_t* w, const T* s, const T* b, 
 }
 
 }  // namespace
+
+unsigned quant_grid(int64_t items, int block) {
+  int64_t blocks = (items + block - 1) / block;
+  int64_t cap = static_cast<int64_t>(device_sm_count() > 0 ? device_sm_count() : 132) * 32;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+// A row-major device copy of a (or a itself when it already is).
+const char* row_major(const array& a, const char* op) {
+  const char* p = in_ptr(a);
+  const auto& d = *a.desc();
+  if (detail::is_row_contiguous(d.shape, d.strides)) return p;
+  char* tmp = static_cast<char*>(scratch(a.nbytes(), op));
+  copy_strided(p, d.dtype, d.shape, d.strides, tmp, d.dtype, row_major_strides(d.shape), op);
+  return tmp;
+}
+
 }  // namespace cuda
 
 void Quantize::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  if (!p_.affine()) return cuda::fp_quantize(inputs, p_, outputs);
   for (auto& o : outputs) cuda::allocate(o, "quantize");
   const array& w = inputs[0];
   int64_t groups = static_cast<int64_t>(w.size()) / p_.group_size;
@@ -394,6 +393,7 @@ void Quantize::eval_gpu(const std::vector<array>& inputs, std::vector<array>& ou
 }
 
 void Dequantize::eval_gpu(const std::vector<array>& inputs, array& out) {
+  if (!p_.affine()) return cuda::fp_dequantize(inputs, p_, out);
   cuda::allocate(out, "dequantize");
   if (out.size() == 0) return;
   const char* pw = cuda::row_major(inputs[0], "dequantize");
@@ -412,6 +412,7 @@ void Dequantize::eval_gpu(const std::vector<array>& inputs, array& out) {
 }
 
 void QuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out) {
+  if (!p_.affine()) return cuda::fp_quantized_matmul(inputs, p_, transpose_, out);
   cuda::allocate(out, "quantized_matmul");
   if (out.size() == 0) return;
   const array& x = inputs[0];
@@ -441,6 +442,7 @@ void QuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out) {
 }
 
 void GatherQMM::eval_gpu(const std::vector<array>& inputs, array& out) {
+  if (!p_.affine()) return cuda::fp_gather_qmm(inputs, p_, transpose_, out);
   cuda::allocate(out, "gather_qmm");
   if (out.size() == 0) return;
   const array& x = inputs[0];
