@@ -55,7 +55,7 @@ TEST(OpHarness, EveryPublicOpHasACase) {
                                         "linalg::eigvals"};
   const std::regex decl(R"(^(?:array|std::vector<array>|void) (\w+)\()");
   for (const auto& [file, prefix] : {std::pair<std::string, std::string>{"ops.h", ""}, {"random.h", "random::"},
-                                     {"linalg.h", "linalg::"}, {"einsum.h", ""}}) {
+                                     {"linalg.h", "linalg::"}, {"einsum.h", ""}, {"fft.h", "fft::"}}) {
     std::ifstream in(std::string(KILN_SOURCE_DIR) + "/include/kiln/" + file);
     ASSERT_TRUE(in) << file;
     std::string line;

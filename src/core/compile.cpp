@@ -297,6 +297,14 @@ FusedStep make_step(const TapeNode& n, const std::vector<int>& args, const std::
 // root) and never depends on itself through an outside node.
 Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   std::vector<ValueInfo> info = value_infos(t, inputs);
+  // complex64 is not fused: the generated kernels have no complex type.
+  auto fusible = [&](const TapeNode& n) {
+    if (!is_fusible_op(n) || n.dtype == complex64) return false;
+    for (int a : n.args) {
+      if (info[a].dtype == complex64) return false;
+    }
+    return true;
+  };
   int base = t.first_node();
   int nn = static_cast<int>(t.nodes.size());
   std::vector<std::vector<int>> consumers(info.size());
@@ -315,7 +323,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   std::map<int, std::vector<int>> compiled_args;
   *regions = 0;
   for (int r = nn - 1; r >= 0; --r) {
-    if (region_of[r] >= 0 || !is_fusible_op(t.nodes[r])) continue;
+    if (region_of[r] >= 0 || !fusible(t.nodes[r])) continue;
     const Shape& shape = t.nodes[r].shape;
     std::vector<int> members;
     std::priority_queue<int> pq;
@@ -333,7 +341,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       pq.pop();
       const TapeNode& n = t.nodes[k];
       if (region_of[k] >= 0 || is_output[base + k] || n.shape != shape) continue;
-      if (!is_fusible_op(n) && !is_broadcast(n)) continue;
+      if (!fusible(n) && !is_broadcast(n)) continue;
       bool all_in = true;
       for (int c : consumers[base + k]) all_in = all_in && region_of[c] == r;
       if (!all_in) continue;
@@ -342,7 +350,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       if (!is_broadcast(n)) push_args(k);
     }
     int ops = 0;
-    for (int k : members) ops += is_fusible_op(t.nodes[k]) ? 1 : 0;
+    for (int k : members) ops += fusible(t.nodes[k]) ? 1 : 0;
     if (ops < 2) {
       for (int k : members) region_of[k] = -1;
       region_of[r] = r;  // done; stays a plain node
@@ -366,7 +374,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
     };
     // First pass: number the external inputs in order of use.
     for (int k : members) {
-      if (!is_fusible_op(t.nodes[k])) continue;
+      if (!fusible(t.nodes[k])) continue;
       for (int a : t.nodes[k].args) {
         if (!(a >= base && region_of[a - base] == r && !is_broadcast(t.nodes[a - base]))) local_of(a);
       }
@@ -377,7 +385,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
     int nin = static_cast<int>(ext.size());
     for (int k : members) {
       const TapeNode& n = t.nodes[k];
-      if (!is_fusible_op(n)) continue;
+      if (!fusible(n)) continue;
       std::vector<int> largs;
       for (int a : n.args) largs.push_back(local_of(a));
       steps.push_back(make_step(n, largs, info, n.args));

@@ -73,6 +73,7 @@ void register_quant();      // quantize, dequantize, quantized_matmul, gather_qm
 void register_quant_blocks();  // llama.cpp block formats (cases_quant_blocks.cpp)
 void register_conv();          // convolutions (cases_conv.cpp)
 void register_linalg();        // kiln::linalg, einsum, random::multivariate_normal
+void register_complex();       // complex64 ops and kiln::fft (cases_complex.cpp)
 // All of the above, once.
 void register_all();
 

@@ -43,6 +43,7 @@ void register_all() {
     register_quant_blocks();
     register_conv();
     register_linalg();
+    register_complex();
   });
 }
 

@@ -20,7 +20,9 @@ struct Tag {
   using type = T;
 };
 
-// Calls f(Tag<T>{}) with the device type of dtype t.
+// Calls f(Tag<T>{}) with the device type of dtype t, for the real dtypes;
+// complex64 throws (the kernels that handle it use dispatch_with_complex;
+// the op layer refuses complex64 before the others run).
 template <typename F>
 void dispatch(Dtype t, F&& f) {
   switch (t) {
@@ -37,14 +39,25 @@ void dispatch(Dtype t, F&& f) {
     case Dtype::bfloat16: return f(Tag<__nv_bfloat16>{});
     case Dtype::float32: return f(Tag<float>{});
     case Dtype::float64: return f(Tag<double>{});
+    case Dtype::complex64: throw Error("[cuda] this kernel does not support complex64");
   }
   throw Error("[cuda] unknown dtype");
+}
+
+// dispatch, complex64 (kiln::complex64_t, whose arithmetic is host/device
+// code: include/kiln/complex.h) included.
+template <typename F>
+void dispatch_with_complex(Dtype t, F&& f) {
+  if (t == Dtype::complex64) return f(Tag<complex64_t>{});
+  dispatch(t, std::forward<F>(f));
 }
 
 template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 template <typename T>
 inline constexpr bool is_float_v = is_half_v<T> || std::is_floating_point_v<T>;
+template <typename T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
 // The type arithmetic happens in: float for the 16-bit floats.
 template <typename T>
 using compute_t = std::conditional_t<is_half_v<T>, float, T>;
@@ -90,13 +103,20 @@ __device__ __forceinline__ float to_float_for_half(C v) {
 }
 
 // Conversion with the CPU rules: float -> integer truncates and saturates
-// (NaN gives 0); anything -> bool is `!= 0`; to a 16-bit float rounds once.
+// (NaN gives 0); anything -> bool is `!= 0`; to a 16-bit float rounds once;
+// real -> complex64 has a zero imaginary part, complex64 -> real takes the
+// real part.
 template <typename To, typename From>
 __device__ __forceinline__ To convert(From x) {
   using C = compute_t<From>;
   C v = to_compute(x);
   if constexpr (std::is_same_v<To, From>) {
     return x;
+  } else if constexpr (is_complex_v<From>) {
+    if constexpr (std::is_same_v<To, bool>) return x.re != 0.0f || x.im != 0.0f;
+    else return convert<To>(x.re);
+  } else if constexpr (is_complex_v<To>) {
+    return To(convert<float>(x), 0.0f);
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != C(0);
   } else if constexpr (std::is_same_v<To, __half>) {
