@@ -192,9 +192,9 @@ TEST(Fft, MatchesNumpy) {
 z = np.load(d + '/z.npy'); x = np.load(d + '/x.npy')
 assert z.dtype == np.complex64
 outs = {
-  'fft': np.fft.fft(z), 'ifft_n': np.fft.ifft(z, n=9, axis=0), 'fft2': np.fft.fft2(z, s=(4, 15)),
-  'ifftn': np.fft.ifftn(z), 'rfft': np.fft.rfft(x), 'rfft2': np.fft.rfft2(x, s=(7, 5)),
-  'irfft': np.fft.irfft(z), 'irfft_odd': np.fft.irfft(z, n=11), 'irfftn': np.fft.irfftn(z, s=(6, 9)),
+  'fft': np.fft.fft(z), 'ifft_n': np.fft.ifft(z, n=9, axis=0), 'fft2': np.fft.fft2(z, s=(4, 15), axes=(0, 1)),
+  'ifftn': np.fft.ifftn(z), 'rfft': np.fft.rfft(x), 'rfft2': np.fft.rfft2(x, s=(7, 5), axes=(0, 1)),
+  'irfft': np.fft.irfft(z), 'irfft_odd': np.fft.irfft(z, n=11), 'irfftn': np.fft.irfftn(z, s=(6, 9), axes=(0, 1)),
   'fft_ortho': np.fft.fft(z, norm='ortho'), 'ifft_forward': np.fft.ifft(z, norm='forward'),
   'fftshift': np.fft.fftshift(z, axes=(1,)),
 }
