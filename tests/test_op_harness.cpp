@@ -50,12 +50,10 @@ TEST(OpHarness, EveryPublicOpHasACase) {
   std::set<std::string> ops;
   for (const auto& c : registry()) ops.insert(c.op);
   // Not ops on arrays: weak scalars of the C++ operators, and key creation.
-  // linalg::eigvals needs complex64 (not in Kiln yet): it only throws.
-  const std::set<std::string> exempt = {"scalar_like", "as_weak_scalar", "check_scalar_fits", "random::key", "random::seed",
-                                        "linalg::eigvals"};
+  const std::set<std::string> exempt = {"scalar_like", "as_weak_scalar", "check_scalar_fits", "random::key", "random::seed"};
   const std::regex decl(R"(^(?:array|std::vector<array>|void) (\w+)\()");
   for (const auto& [file, prefix] : {std::pair<std::string, std::string>{"ops.h", ""}, {"random.h", "random::"},
-                                     {"linalg.h", "linalg::"}, {"einsum.h", ""}}) {
+                                     {"linalg.h", "linalg::"}, {"einsum.h", ""}, {"fft.h", "fft::"}}) {
     std::ifstream in(std::string(KILN_SOURCE_DIR) + "/include/kiln/" + file);
     ASSERT_TRUE(in) << file;
     std::string line;

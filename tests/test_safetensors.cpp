@@ -94,8 +94,9 @@ TEST(Safetensors, Fp8LoadsAsUint8AndMissingDtypesAreErrors) {
   auto arrays = load_safetensors(path).first;
   EXPECT_TRUE(same(arrays.at("a"), array({uint8_t{0x38}, uint8_t{0x40}, uint8_t{0xb8}, uint8_t{0x7e}}, {2, 2})));
   EXPECT_TRUE(same(arrays.at("b"), array({uint8_t{0x3c}}, {1})));
-  // I16, U16 and U64 load since Kiln has those dtypes (test_npy.cpp's round trips).
-  for (const char* t : {"F4", "C64"}) {
+  // I16, U16, U64 and C64 load since Kiln has those dtypes (test_npy.cpp's
+  // and test_complex.cpp's round trips).
+  for (const char* t : {"F4", "C128"}) {
     std::string bad = write_file("bad.safetensors",
                                  std::string(R"({"a":{"dtype":")") + t + R"(","shape":[1],"data_offsets":[0,2]}})",
                                  {0, 0});

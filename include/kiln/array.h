@@ -28,10 +28,13 @@ struct DescTag {
 
 class array {
  public:
-  // A 0-d array holding one value (converted to dtype).
+  // A 0-d array holding one value (converted to dtype); complex64_t and
+  // std::complex<float> values give complex64.
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> ||
                                                     std::is_same_v<T, float16_t> ||
-                                                    std::is_same_v<T, bfloat16_t>>>
+                                                    std::is_same_v<T, bfloat16_t> ||
+                                                    std::is_same_v<T, complex64_t> ||
+                                                    std::is_same_v<T, std::complex<float>>>>
   array(T value, Dtype dtype = dtype_of<T>)  // NOLINT(implicit)
       : array(static_cast<const void*>(&value), dtype_of<T>, Shape{}, dtype) {}
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <type_traits>
 
+#include "kiln/complex.h"
+
 namespace kiln {
 
 enum class Dtype : uint8_t {
@@ -21,6 +23,7 @@ enum class Dtype : uint8_t {
   bfloat16,
   float32,
   float64,
+  complex64,
 };
 
 inline constexpr Dtype bool_ = Dtype::bool_;
@@ -36,8 +39,9 @@ inline constexpr Dtype float16 = Dtype::float16;
 inline constexpr Dtype bfloat16 = Dtype::bfloat16;
 inline constexpr Dtype float32 = Dtype::float32;
 inline constexpr Dtype float64 = Dtype::float64;
+inline constexpr Dtype complex64 = Dtype::complex64;
 
-inline constexpr int kNumDtypes = 13;
+inline constexpr int kNumDtypes = 14;
 
 // IEEE binary16 storage. Arithmetic happens in float.
 struct float16_t {
@@ -156,13 +160,42 @@ inline float operator-(bfloat16_t a) { return -static_cast<float>(a); }
 
 size_t size_of(Dtype t);
 const char* dtype_name(Dtype t);  // "float32", "bfloat16", ...
-bool is_floating_point(Dtype t);  // float16, bfloat16, float32, float64
+bool is_floating_point(Dtype t);  // float16, bfloat16, float32, float64 (not complex64)
+bool is_complex(Dtype t);         // complex64
 bool is_integral(Dtype t);        // every integer type and bool
-bool is_signed(Dtype t);
+bool is_signed(Dtype t);          // the signed integers, the floats and complex64
+
+// MLX's dtype categories (numpy's abstract scalar types), for issubdtype:
+// complexfloating and floating are both inexact; inexact and integer are
+// both number; generic holds everything.
+enum class DtypeCategory : uint8_t {
+  complexfloating,
+  floating,
+  inexact,
+  signedinteger,
+  unsignedinteger,
+  integer,
+  number,
+  generic,
+};
+inline constexpr DtypeCategory complexfloating = DtypeCategory::complexfloating;
+inline constexpr DtypeCategory floating = DtypeCategory::floating;
+inline constexpr DtypeCategory inexact = DtypeCategory::inexact;
+inline constexpr DtypeCategory signedinteger = DtypeCategory::signedinteger;
+inline constexpr DtypeCategory unsignedinteger = DtypeCategory::unsignedinteger;
+inline constexpr DtypeCategory integer = DtypeCategory::integer;
+inline constexpr DtypeCategory number = DtypeCategory::number;
+inline constexpr DtypeCategory generic = DtypeCategory::generic;
+// As MLX: bool is only generic; each dtype is a subtype of itself.
+bool issubdtype(Dtype a, DtypeCategory c);
+bool issubdtype(Dtype a, Dtype b);
+bool issubdtype(DtypeCategory a, DtypeCategory b);
 // MLX's promotion table (JAX's rules): bool < integers < floats; mixing
 // signed and unsigned integers gives the smallest signed type that holds
 // both, except uint64 with a signed integer, which gives float32; any
-// integer with a float gives that float; float16 with bfloat16 gives float32.
+// integer with a float gives that float; float16 with bfloat16 gives float32;
+// complex64 with anything gives complex64 (float64 included, as MLX: Kiln
+// has no complex128).
 Dtype promote_types(Dtype a, Dtype b);
 
 template <typename T>
@@ -180,6 +213,9 @@ template <> struct DtypeOf<float16_t> { static constexpr Dtype value = float16; 
 template <> struct DtypeOf<bfloat16_t> { static constexpr Dtype value = bfloat16; };
 template <> struct DtypeOf<float> { static constexpr Dtype value = float32; };
 template <> struct DtypeOf<double> { static constexpr Dtype value = float64; };
+template <> struct DtypeOf<complex64_t> { static constexpr Dtype value = complex64; };
+// std::complex<float> is two floats, real part first: the same layout.
+template <> struct DtypeOf<std::complex<float>> { static constexpr Dtype value = complex64; };
 
 template <typename T>
 inline constexpr Dtype dtype_of = DtypeOf<T>::value;

@@ -8,6 +8,7 @@
 #include "kiln/error.h"
 #include "kiln/export.h"
 #include "kiln/fast.h"
+#include "kiln/fft.h"
 #include "kiln/io.h"
 #include "kiln/linalg.h"
 #include "kiln/memory.h"

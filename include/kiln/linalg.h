@@ -9,8 +9,8 @@
 //  - The decompositions run on CPU streams only, as in MLX: a GPU stream
 //    throws kiln::Error naming the op and asking for a CPU stream (no
 //    cuSOLVER path yet).
-//  - eig and eigvals need complex64, which Kiln does not have yet: they
-//    check their arguments and then throw kiln::Error saying so.
+//  - eig and eigvals (LAPACK's geev) have no vjp / jvp rules yet (a rule
+//    throws kiln::Error naming the op).
 //  - qr, svd, inv, tri_inv, cholesky, eigh, eigvalsh, lu_factor (and the
 //    ops built on them: solve, solve_triangular, pinv, det, slogdet, norm)
 //    have vjp and jvp rules (MLX has none). svd's rules with compute_uv
@@ -89,7 +89,9 @@ array solve_triangular(const array& a, const array& b, bool upper = false, Strea
 // third component); the other axes broadcast.
 array cross(const array& a, const array& b, int axis = -1, StreamOrDevice s = {});
 
-// Not available yet (they need complex64): check their arguments, then throw kiln::Error.
+// Eigenvalues [..., N] and right eigenvectors [..., N, N] (columns of unit
+// norm) of a general square float32 / float64 matrix, as complex64 (LAPACK's
+// geev order: a complex conjugate pair is adjacent, positive imaginary part first).
 std::pair<array, array> eig(const array& a, StreamOrDevice s = {});
 array eigvals(const array& a, StreamOrDevice s = {});
 

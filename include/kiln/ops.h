@@ -127,6 +127,21 @@ array round(const array& a, int decimals, StreamOrDevice s = {});
 // ~a on integers; logical_not on bool; an error for floats.
 array bitwise_invert(const array& a, StreamOrDevice s = {});
 
+// ---- complex64 (MLX) ----
+// complex64 has abs (float32 result), negative, square, sqrt, exp, log, sin,
+// cos, add, subtract, multiply, divide, equal, not_equal, where, sum, prod,
+// matmul and the layout ops; the other elementwise ops and the ordering ops
+// (comparisons, maximum/minimum, sort, max/min, argmax, floor, ...) throw a
+// kiln::Error for complex64, as MLX's do. Differences from MLX: power,
+// tan/tanh and the other transcendental ops are not defined on complex64 yet.
+// The complex conjugate; a real array is returned as it is.
+array conjugate(const array& a, StreamOrDevice s = {});
+array conj(const array& a, StreamOrDevice s = {});
+// The real and imaginary parts as float32 (views of the complex buffer); for
+// a real array, real(a) is a and imag(a) is zeros_like(a).
+array real(const array& a, StreamOrDevice s = {});
+array imag(const array& a, StreamOrDevice s = {});
+
 // ---- floating-point predicates and cleanup (integers: no NaN or inf) ----
 array isnan(const array& a, StreamOrDevice s = {});
 array isinf(const array& a, StreamOrDevice s = {});
@@ -601,7 +616,7 @@ array median(const array& a, int axis, bool keepdims = false, StreamOrDevice s =
 array count_nonzero(const array& a, bool keepdims = false, StreamOrDevice s = {});
 array count_nonzero(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});
 array count_nonzero(const array& a, const std::vector<int>& axes, bool keepdims = false, StreamOrDevice s = {});
-// sum(a * b) along axis (MLX conjugates a; Kiln has no complex dtype yet).
+// sum(conjugate(a) * b) along axis (MLX's vecdot).
 array vecdot(const array& a, const array& b, int axis = -1, StreamOrDevice s = {});
 array trunc(const array& a, StreamOrDevice s = {});       // towards zero; integers unchanged
 array reciprocal(const array& a, StreamOrDevice s = {});  // 1 / a (integers: float32)

@@ -9,7 +9,8 @@
 
 namespace kiln {
 
-// Limits of a floating-point dtype; throws kiln::Error for other dtypes
+// Limits of a floating-point dtype (complex64: those of its float32 parts,
+// with dtype float32, as numpy and MLX); throws kiln::Error for other dtypes
 // (MLX throws std::invalid_argument).
 struct finfo {
   explicit finfo(Dtype dtype);

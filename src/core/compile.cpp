@@ -325,6 +325,14 @@ FusedStep make_step(const TapeNode& n, const std::vector<int>& args, const std::
 // it may serve several regions, and stays a node while others read it.
 Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   std::vector<ValueInfo> info = value_infos(t, inputs);
+  // complex64 is not fused: the generated kernels have no complex type.
+  auto fusible = [&](const TapeNode& n) {
+    if (!is_fusible_op(n) || n.dtype == complex64) return false;
+    for (int a : n.args) {
+      if (info[a].dtype == complex64) return false;
+    }
+    return true;
+  };
   int base = t.first_node();
   int nn = static_cast<int>(t.nodes.size());
   std::vector<std::vector<int>> consumers(info.size());
@@ -343,7 +351,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   std::map<int, std::vector<int>> compiled_args;
   *regions = 0;
   for (int r = nn - 1; r >= 0; --r) {
-    if (region_of[r] >= 0 || !is_fusible_op(t.nodes[r])) continue;
+    if (region_of[r] >= 0 || !fusible(t.nodes[r])) continue;
     const Shape& shape = t.nodes[r].shape;
     const Stream stream = t.nodes[r].prim->stream();
     const bool gpu = stream.device.type == Device::gpu;
@@ -368,7 +376,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       const TapeNode& n = t.nodes[k];
       if (region_of[k] >= 0 || is_output[base + k] || n.shape != shape || !(n.prim->stream() == stream)) continue;
       const bool bcast = is_broadcast(n);
-      if (!is_fusible_op(n) && !bcast) continue;
+      if (!fusible(n) && !bcast) continue;
       bool all_in = true;
       for (int c : consumers[base + k]) all_in = all_in && region_of[c] == r;
       if (!all_in && !bcast) continue;
@@ -388,7 +396,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
       }
     }
     int ops = 0;
-    for (int k : members) ops += is_fusible_op(t.nodes[k]) ? 1 : 0;
+    for (int k : members) ops += fusible(t.nodes[k]) ? 1 : 0;
     if (ops < 2) {
       for (int k : members) region_of[k] = -1;
       region_of[r] = r;  // done; stays a plain node
@@ -414,7 +422,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
     };
     // First pass: number the external inputs in order of use.
     for (int k : members) {
-      if (!is_fusible_op(t.nodes[k])) continue;
+      if (!fusible(t.nodes[k])) continue;
       for (int a : t.nodes[k].args) {
         if (!(is_member(a) && !is_broadcast(t.nodes[a - base]))) local_of(a);
       }
@@ -425,7 +433,7 @@ Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
     int nin = static_cast<int>(ext.size());
     for (int k : members) {
       const TapeNode& n = t.nodes[k];
-      if (!is_fusible_op(n)) continue;
+      if (!fusible(n)) continue;
       std::vector<int> largs;
       for (int a : n.args) largs.push_back(local_of(a));
       steps.push_back(make_step(n, largs, info, n.args));

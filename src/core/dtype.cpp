@@ -11,7 +11,7 @@ size_t size_of(Dtype t) {
     case bool_: case uint8: case int8: return 1;
     case uint16: case int16: case float16: case bfloat16: return 2;
     case uint32: case int32: case float32: return 4;
-    case uint64: case int64: case float64: return 8;
+    case uint64: case int64: case float64: case complex64: return 8;
   }
   return 0;
 }
@@ -31,13 +31,39 @@ const char* dtype_name(Dtype t) {
     case bfloat16: return "bfloat16";
     case float32: return "float32";
     case float64: return "float64";
+    case complex64: return "complex64";
   }
   return "unknown";
 }
 
 bool is_floating_point(Dtype t) { return t == float16 || t == bfloat16 || t == float32 || t == float64; }
-bool is_integral(Dtype t) { return !is_floating_point(t); }
-bool is_signed(Dtype t) { return t == int8 || t == int16 || t == int32 || t == int64 || is_floating_point(t); }
+bool is_complex(Dtype t) { return t == complex64; }
+bool is_integral(Dtype t) { return !is_floating_point(t) && !is_complex(t); }
+bool is_signed(Dtype t) {
+  return t == int8 || t == int16 || t == int32 || t == int64 || is_floating_point(t) || is_complex(t);
+}
+
+bool issubdtype(DtypeCategory a, DtypeCategory b) {
+  if (a == b || b == generic) return true;
+  switch (a) {
+    case complexfloating: case floating: return b == inexact || b == number;
+    case signedinteger: case unsignedinteger: return b == integer || b == number;
+    case inexact: case integer: return b == number;
+    default: return false;
+  }
+}
+
+bool issubdtype(Dtype a, DtypeCategory c) {
+  if (c == generic) return true;
+  if (a == bool_) return false;
+  DtypeCategory own = is_complex(a) ? complexfloating
+                      : is_floating_point(a) ? floating
+                      : is_signed(a) ? signedinteger
+                                     : unsignedinteger;
+  return issubdtype(own, c);
+}
+
+bool issubdtype(Dtype a, Dtype b) { return a == b; }
 
 namespace {
 // Bits of an integer type, for the signed/unsigned rule.
@@ -53,6 +79,7 @@ Dtype signed_of_bits(int bits) {
 // The rule behind MLX's table (mlx/dtype.cpp), entry for entry.
 Dtype promote_types(Dtype a, Dtype b) {
   if (a == b) return a;
+  if (a == complex64 || b == complex64) return complex64;
   if (a == bool_) return b;
   if (b == bool_) return a;
   bool fa = is_floating_point(a), fb = is_floating_point(b);

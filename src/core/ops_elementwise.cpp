@@ -45,8 +45,34 @@ bool Copy::is_equivalent(const Primitive& o) const {
 
 namespace {
 
+// The elementwise ops complex64 has (op_math.inc accepts them on
+// complex64_t); the others refuse it here, before any kernel, as MLX's do.
+bool complex_unary(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::abs: case UnaryOp::negative: case UnaryOp::square: case UnaryOp::sqrt: case UnaryOp::exp:
+    case UnaryOp::log: case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::conjugate: case UnaryOp::logical_not:
+      return true;
+    default: return false;
+  }
+}
+bool complex_binary(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: case BinaryOp::subtract: case BinaryOp::multiply: case BinaryOp::divide:
+    case BinaryOp::equal: case BinaryOp::not_equal: case BinaryOp::logical_and: case BinaryOp::logical_or:
+      return true;
+    default: return false;
+  }
+}
+
 array unary_op(UnaryOp op, const array& a, StreamOrDevice s, bool floating) {
   Stream st = to_stream(s);
+  if (is_complex(a.dtype())) {
+    if (!complex_unary(op)) fail(unary_op_name(op), "is not supported for complex64", {&a});
+    if (op == UnaryOp::logical_not) return make_node<Unary>(a.shape(), bool_, {astype(a, bool_, st)}, st, op);
+    array out = make_node<Unary>(a.shape(), a.dtype(), {a}, st, op);
+    // |z| is computed into the real part; the result is float32 (MLX).
+    return op == UnaryOp::abs ? astype(out, float32, st) : out;
+  }
   array x = a;
   if (floating && !is_floating_point(a.dtype())) x = astype(a, float32, st);
   if (op == UnaryOp::logical_not && a.dtype() != bool_) x = astype(a, bool_, st);
@@ -89,7 +115,8 @@ array binary_op(BinaryOp op, const array& a, const array& b, StreamOrDevice s) {
   Stream st = to_stream(s);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name, {&a, &b});
   Dtype t = promote_types(a.dtype(), b.dtype());
-  if ((op == BinaryOp::divide || op == BinaryOp::arctan2) && !is_floating_point(t)) t = float32;
+  if (is_complex(t) && !complex_binary(op)) fail(name, "is not supported for complex64", {&a, &b});
+  if ((op == BinaryOp::divide || op == BinaryOp::arctan2) && !is_floating_point(t) && !is_complex(t)) t = float32;
   bool bitwise = op == BinaryOp::bitwise_and || op == BinaryOp::bitwise_or || op == BinaryOp::bitwise_xor ||
                  op == BinaryOp::left_shift || op == BinaryOp::right_shift;
   if (bitwise && is_floating_point(t)) fail(name, "needs integer or bool inputs", {&a, &b});
@@ -187,7 +214,14 @@ array power(const array& a, const array& b, StreamOrDevice s) {
   return binary_op(BinaryOp::power, a, b, s);
 }
 
+array conjugate(const array& a, StreamOrDevice s) {
+  if (!is_complex(a.dtype())) return a;  // numpy and MLX: the conjugate of a real array is itself
+  return unary_op(UnaryOp::conjugate, a, s, false);
+}
+array conj(const array& a, StreamOrDevice s) { return conjugate(a, s); }
+
 array bitwise_invert(const array& a, StreamOrDevice s) {
+  if (is_complex(a.dtype())) fail("bitwise_invert", "needs integer or bool input", {&a});
   if (is_floating_point(a.dtype())) fail("bitwise_invert", "needs integer or bool input", {&a});
   if (a.dtype() == bool_) return logical_not(a, s);
   return unary_op(UnaryOp::bitwise_invert, a, s, false);
@@ -216,7 +250,7 @@ array operator<<(const array& a, const array& b) { return left_shift(a, b); }
 array operator>>(const array& a, const array& b) { return right_shift(a, b); }
 
 Dtype weak_scalar_dtype(bool is_float, const array& like) {
-  auto kind = [](Dtype t) { return t == bool_ ? 0 : (is_floating_point(t) ? 2 : 1); };
+  auto kind = [](Dtype t) { return t == bool_ ? 0 : is_complex(t) ? 3 : is_floating_point(t) ? 2 : 1; };
   int scalar_kind = is_float ? 2 : 1;
   return scalar_kind <= kind(like.dtype()) ? like.dtype() : (is_float ? float32 : int32);
 }

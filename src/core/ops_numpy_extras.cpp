@@ -219,7 +219,8 @@ array vecdot(const array& a, const array& b, int axis, StreamOrDevice s) {
   }
   if (a.shape(ax) != b.shape(ax)) fail("vecdot", "a and b must have the same size along the axis", {&a, &b});
   Stream st = to_stream(s);
-  return sum(multiply(a, b, st), ax, false, st);
+  const array lhs = a.dtype() == complex64 ? conjugate(a, st) : a;
+  return sum(multiply(lhs, b, st), ax, false, st);
 }
 
 array trunc(const array& a, StreamOrDevice s) {

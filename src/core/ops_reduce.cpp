@@ -62,6 +62,9 @@ array reduce(ReduceOp op, const char* name, const array& a, const std::vector<in
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), name, a);
   Stream st = to_stream(s);
   Dtype out_dtype = reduce_dtype(op, a.dtype());
+  if (is_complex(a.dtype()) && op != ReduceOp::sum && op != ReduceOp::prod) {
+    fail(name, "is not supported for complex64", {&a});
+  }
   if (op == ReduceOp::max || op == ReduceOp::min) {
     for (int ax : axes) {
       if (a.shape()[ax] == 0) fail(name, "cannot reduce an empty axis (no identity)", {&a});
@@ -75,9 +78,9 @@ array reduce(ReduceOp op, const char* name, const array& a, const std::vector<in
 // Compositions (mean, var, logsumexp, softmax) run in float32 for 16-bit
 // floats and integers, so intermediates are not rounded to the narrow type.
 array compute_input(const array& a, Stream st) {
-  return a.dtype() == float32 || a.dtype() == float64 ? a : astype(a, float32, st);
+  return a.dtype() == float32 || a.dtype() == float64 || a.dtype() == complex64 ? a : astype(a, float32, st);
 }
-Dtype result_dtype(const array& a) { return is_floating_point(a.dtype()) ? a.dtype() : float32; }
+Dtype result_dtype(const array& a) { return is_floating_point(a.dtype()) || is_complex(a.dtype()) ? a.dtype() : float32; }
 
 int64_t count_over(const array& a, const std::vector<int>& axes) {
   int64_t n = 1;
@@ -126,11 +129,15 @@ array var(const array& a, const std::vector<int>& axes_in, bool keepdims, int dd
   array x = compute_input(a, st);
   int64_t n = count_over(a, axes);
   array centered = subtract(x, mean(x, axes, true, st), st);
-  array ss = sum(multiply(centered, centered, st), axes, keepdims, st);
+  // Complex values: the mean squared magnitude, a float32 (MLX).
+  array sq = is_complex(x.dtype()) ? real(multiply(centered, conjugate(centered, st), st), st)
+                                   : multiply(centered, centered, st);
+  array ss = sum(sq, axes, keepdims, st);
   // numpy divides by max(n - ddof, 0): a zero count gives inf (or nan where
   // the squares sum to 0).
   double denom = static_cast<double>(std::max<int64_t>(n - ddof, 0));
-  return astype(multiply(ss, array(denom > 0 ? 1.0 / denom : INFINITY, x.dtype()), st), result_dtype(a), st);
+  return astype(multiply(ss, array(denom > 0 ? 1.0 / denom : INFINITY, ss.dtype()), st),
+                is_complex(a.dtype()) ? float32 : result_dtype(a), st);
 }
 array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
   return var(a, std::vector<int>{axis}, keepdims, ddof, s);
@@ -163,6 +170,7 @@ array logsumexp(const array& a, StreamOrDevice s) { return logsumexp(a, false, s
 namespace {
 array arg_reduce(bool is_max, const array& a, int axis, bool keepdims, StreamOrDevice s) {
   const char* name = is_max ? "argmax" : "argmin";
+  if (is_complex(a.dtype())) fail(name, "is not supported for complex64", {&a});
   int ax = normalize_axis(axis, a.ndim(), name, a);
   if (a.shape()[ax] == 0) fail(name, "cannot reduce an empty axis", {&a});
   Stream st = to_stream(s);
@@ -186,6 +194,7 @@ array argmin(const array& a, StreamOrDevice s) { return arg_reduce_flat(false, a
 
 array softmax(const array& a, const std::vector<int>& axes_in, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "softmax", a);
+  if (is_complex(a.dtype())) fail("softmax", "is not supported for complex64", {&a});
   Stream st = to_stream(s);
   Dtype out = result_dtype(a);
   if (axes.empty()) return ones(a.shape(), out, st);  // each element is its own group

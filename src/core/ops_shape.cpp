@@ -228,7 +228,7 @@ array slice_update(const array& src, const array& update, Shape start, Shape sto
 
 array take(const array& a, const array& indices, int axis, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "take", a);
-  if (is_floating_point(indices.dtype())) fail("take", "indices must be integers", {&a, &indices});
+  if (!is_integral(indices.dtype())) fail("take", "indices must be integers", {&a, &indices});
   if (a.shape()[ax] == 0 && indices.size() > 0) fail("take", "cannot take from an empty axis", {&a, &indices});
   Shape shape(a.shape().begin(), a.shape().begin() + ax);
   shape.insert(shape.end(), indices.shape().begin(), indices.shape().end());
@@ -239,7 +239,7 @@ array take(const array& a, const array& indices, StreamOrDevice s) { return take
 
 array take_along_axis(const array& a, const array& indices, int axis, StreamOrDevice s) {
   int ax = normalize_axis(axis, a.ndim(), "take_along_axis", a);
-  if (is_floating_point(indices.dtype())) fail("take_along_axis", "indices must be integers", {&a, &indices});
+  if (!is_integral(indices.dtype())) fail("take_along_axis", "indices must be integers", {&a, &indices});
   if (indices.ndim() != a.ndim()) {
     fail("take_along_axis", "indices must have as many dimensions as the array", {&a, &indices});
   }

@@ -12,6 +12,12 @@ namespace kiln {
 namespace {
 array flat(const array& a, StreamOrDevice s) { return reshape(a, {static_cast<int>(a.size())}, s); }
 
+// Complex numbers are not ordered (MLX's sort orders them
+// lexicographically: a difference, documented in ops.h).
+void check_real(const char* op, const array& a) {
+  if (is_complex(a.dtype())) fail(op, "is not supported for complex64", {&a});
+}
+
 int checked_kth(const char* op, const array& a, int kth, int ax) {
   int n = a.shape(ax);
   int k = kth < 0 ? kth + n : kth;
@@ -25,18 +31,21 @@ int checked_kth(const char* op, const array& a, int kth, int ax) {
 }  // namespace
 
 array sort(const array& a, int axis, StreamOrDevice s) {
+  check_real("sort", a);
   int ax = normalize_axis(axis, a.ndim(), "sort", a);
   return make_node<Sort>(a.shape(), a.dtype(), {a}, to_stream(s), ax);
 }
 array sort(const array& a, StreamOrDevice s) { return sort(flat(a, s), 0, s); }
 
 array argsort(const array& a, int axis, StreamOrDevice s) {
+  check_real("argsort", a);
   int ax = normalize_axis(axis, a.ndim(), "argsort", a);
   return make_node<ArgSort>(a.shape(), uint32, {a}, to_stream(s), ax);
 }
 array argsort(const array& a, StreamOrDevice s) { return argsort(flat(a, s), 0, s); }
 
 array partition(const array& a, int kth, int axis, StreamOrDevice s) {
+  check_real("partition", a);
   int ax = normalize_axis(axis, a.ndim(), "partition", a);
   int k = checked_kth("partition", a, kth, ax);
   return make_node<Partition>(a.shape(), a.dtype(), {a}, to_stream(s), k, ax);
@@ -44,6 +53,7 @@ array partition(const array& a, int kth, int axis, StreamOrDevice s) {
 array partition(const array& a, int kth, StreamOrDevice s) { return partition(flat(a, s), kth, 0, s); }
 
 array argpartition(const array& a, int kth, int axis, StreamOrDevice s) {
+  check_real("argpartition", a);
   int ax = normalize_axis(axis, a.ndim(), "argpartition", a);
   int k = checked_kth("argpartition", a, kth, ax);
   return make_node<ArgPartition>(a.shape(), uint32, {a}, to_stream(s), k, ax);
@@ -51,6 +61,7 @@ array argpartition(const array& a, int kth, int axis, StreamOrDevice s) {
 array argpartition(const array& a, int kth, StreamOrDevice s) { return argpartition(flat(a, s), kth, 0, s); }
 
 array topk(const array& a, int k, int axis, StreamOrDevice s) {
+  check_real("topk", a);
   int ax = normalize_axis(axis, a.ndim(), "topk", a);
   int n = a.shape(ax);
   if (k < 0 || k > n) {
@@ -78,6 +89,7 @@ array searchsorted(const array& sorted_sequence, const array& values, const std:
   }
   Stream st = to_stream(s);
   Dtype t = promote_types(sorted_sequence.dtype(), values.dtype());
+  if (is_complex(t)) fail("searchsorted", "is not supported for complex64", {&sorted_sequence, &values});
   return make_node<SearchSorted>(values.shape(), uint32, {astype(sorted_sequence, t, st), astype(values, t, st)}, st,
                                  side == "right");
 }
@@ -86,6 +98,7 @@ namespace {
 array scan(ScanOp op, const array& a, int axis, bool reverse, bool inclusive, StreamOrDevice s) {
   const char* name = scan_op_name(op);
   int ax = normalize_axis(axis, a.ndim(), name, a);
+  check_real(name, a);
   if (op == ScanOp::logaddexp && !is_floating_point(a.dtype())) {
     fail(name, std::string("needs a floating dtype, got ") + dtype_name(a.dtype()), {&a});
   }

@@ -34,7 +34,7 @@ namespace kiln {
   X(abs) X(negative) X(sign) X(exp) X(expm1) X(log) X(log1p) X(sqrt) X(rsqrt) X(square) X(sin) X(cos)  \
   X(tanh) X(sigmoid) X(erf) X(erfinv) X(floor) X(ceil) X(round) X(relu) X(gelu) X(gelu_approx) X(silu)  \
   X(logical_not) X(tan) X(arcsin) X(arccos) X(arctan) X(sinh) X(cosh) X(arcsinh) X(arccosh) X(arctanh) \
-  X(log2) X(log10) X(bitwise_invert)
+  X(log2) X(log10) X(bitwise_invert) X(conjugate)
 // Ops whose result has the input type come before `equal`; comparisons and
 // logical ops (bool results) from `equal` on.
 #define KILN_BINARY_OPS(X)                                                                                \
@@ -314,7 +314,7 @@ class StopGradient : public Primitive {
   X(Dequantize) X(QuantizedMatmul) X(GatherQMM) \
   X(BlockQuantize) X(BlockDequantize) X(BlockQuantizedMatmul) \
   X(RMSNorm) X(LayerNorm) X(RoPE) \
-  X(Convolution)
+  X(Convolution) X(FFT)
 
 // Primitives with several outputs: they override the vector forms of
 // eval_cpu / eval_gpu (a build without CUDA stubs the GPU one).
@@ -328,3 +328,4 @@ class StopGradient : public Primitive {
 #include "core/primitives_blocks.h"     // NOLINT(build/include_order)
 #include "core/primitives_fast_norm.h"  // NOLINT(build/include_order)
 #include "core/primitives_conv.h"       // NOLINT(build/include_order)
+#include "core/primitives_complex.h"    // NOLINT(build/include_order)

@@ -87,9 +87,22 @@ class LUF : public Primitive {
   bool same_params(const LUF&) const { return true; }
 };
 
+// Eigenvalues [..., N] and, with vectors, right eigenvectors [..., N, N]
+// (columns) of a general square matrix, both complex64 (LAPACK's geev).
+class Eig : public Primitive {
+ public:
+  Eig(Stream s, bool vectors) : Primitive(s), vectors_(vectors) {}
+  KILN_LINALG_BODY(Eig)
+  bool same_params(const Eig& o) const { return o.vectors_ == vectors_; }
+  bool vectors() const { return vectors_; }
+
+ private:
+  bool vectors_;
+};
+
 #undef KILN_LINALG_BODY
 
-#define KILN_FOR_EACH_LINALG_PRIMITIVE(X) X(QRF) X(SVD) X(Inverse) X(Cholesky) X(Eigh) X(LUF)
+#define KILN_FOR_EACH_LINALG_PRIMITIVE(X) X(QRF) X(SVD) X(Inverse) X(Cholesky) X(Eigh) X(LUF) X(Eig)
 
 namespace linalg::detail {
 // All three outputs of LUF: {LU, pivots, rows} (linalg::lu_factor returns two).

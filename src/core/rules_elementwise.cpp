@@ -2,7 +2,10 @@
 // Select, Copy) and of the ones without differentiable inputs (Arange,
 // RandomBits, StopGradient). Each derivative is written once, as the
 // partial derivative of the op, and serves both vjp (cotangent times the
-// partial) and jvp (tangent times the partial).
+// partial) and jvp (tangent times the partial). complex64 follows MLX: the
+// cotangent of z = a + ib is dL/da + i dL/db, so vjp multiplies by the
+// conjugate of the partial (conjugate is the identity on real arrays), and
+// the conjugate op, which is not complex-differentiable, has its own rule.
 #include <cmath>
 #include <numbers>
 
@@ -23,7 +26,10 @@ array reciprocal_of(const array& x) { return scalar(1.0, x) / x; }
 // d op(x) / dx, given x and y = op(x); nullopt when it is zero everywhere.
 std::optional<array> unary_partial(UnaryOp op, const array& x, const array& y) {
   switch (op) {
-    case UnaryOp::abs: return sign(x);
+    // complex64: d|z| = Re(conj(z) dz) / |z|; the real part is what the
+    // cast to float32 after the op keeps.
+    case UnaryOp::abs: return is_complex(x.dtype()) ? conjugate(x) / abs(x) : sign(x);
+    case UnaryOp::conjugate: return std::nullopt;  // handled by the rules (not a multiplication)
     case UnaryOp::negative: return full_like_scalar(-1.0, x);
     case UnaryOp::sign:
     case UnaryOp::floor:
@@ -131,12 +137,14 @@ std::vector<array> zero_cotangents(const std::vector<array>& primals, const std:
 std::vector<array> Unary::vjp(const std::vector<array>& primals, const std::vector<array>& cot,
                               const std::vector<int>& argnums, const std::vector<array>& outputs) {
   detail::RuleStreamScope scope(stream());
+  if (op_ == UnaryOp::conjugate) return {conjugate(cot[0])};
   auto d = unary_partial(op_, primals[0], outputs[0]);
-  return {d ? cot[0] * *d : zeros_like(primals[0])};
+  return {d ? cot[0] * conjugate(*d) : zeros_like(primals[0])};
 }
 std::vector<array> Unary::jvp(const std::vector<array>& primals, const std::vector<array>& tan,
                               const std::vector<int>& argnums) {
   detail::RuleStreamScope scope(stream());
+  if (op_ == UnaryOp::conjugate) return {conjugate(tan[0])};
   array y = make_node<Unary>(primals[0].shape(), primals[0].dtype(), {primals[0]}, stream(), op_);
   auto d = unary_partial(op_, primals[0], y);
   return {d ? tan[0] * *d : zeros_like(primals[0])};
@@ -161,7 +169,7 @@ std::vector<array> Binary::vjp(const std::vector<array>& primals, const std::vec
                (op_ == BinaryOp::remainder && a == 0)) {
       out.push_back(cot[0]);  // a partial of one
     } else {
-      out.push_back(cot[0] * *p);
+      out.push_back(cot[0] * conjugate(*p));
     }
   }
   return out;

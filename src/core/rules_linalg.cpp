@@ -296,4 +296,26 @@ std::vector<Shape> LUF::output_shapes(const std::vector<array>& inputs) {
   return {a, piv, rows};
 }
 
+// ---- Eig: batched over the leading axes; no derivatives yet ----
+std::vector<array> Eig::vjp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>&,
+                            const std::vector<array>&) {
+  rule_fails(vectors_ ? "linalg::eig" : "linalg::eigvals", "has no vjp rule yet", primals[0]);
+}
+std::vector<array> Eig::jvp(const std::vector<array>& primals, const std::vector<array>&, const std::vector<int>&) {
+  rule_fails(vectors_ ? "linalg::eig" : "linalg::eigvals", "has no jvp rule yet", primals[0]);
+}
+std::pair<std::vector<array>, std::vector<int>> Eig::vmap(const std::vector<array>& inputs,
+                                                          const std::vector<int>& axes) {
+  detail::RuleStreamScope scope(stream());
+  array a = detail::batch_first(inputs[0], axes[0]);
+  if (!vectors_) return leading({linalg::eigvals(a)});
+  auto [w, v] = linalg::eig(a);
+  return leading({w, v});
+}
+std::vector<Shape> Eig::output_shapes(const std::vector<array>& inputs) {
+  Shape w(inputs[0].shape().begin(), inputs[0].shape().end() - 1);
+  if (!vectors_) return {w};
+  return {w, inputs[0].shape()};
+}
+
 }  // namespace kiln

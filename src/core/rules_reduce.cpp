@@ -47,7 +47,7 @@ std::vector<array> Reduce::vjp(const std::vector<array>& primals, const std::vec
       array zeros_in_group = sum(astype(is_zero, int32), axes_, true);
       array one_zero = zeros_in_group == as_weak_scalar(1, zeros_in_group);
       array d = where(is_zero, where(one_zero, others_nz, zeros_like(others_nz)), y / safe);
-      return {g * d};
+      return {g * conjugate(d)};  // complex64: the conjugate partial (rules_elementwise.cpp)
     }
     case ReduceOp::max:
     case ReduceOp::min: return {g * extreme_weights(x, outputs[0], axes_)};
@@ -66,7 +66,7 @@ std::vector<array> Reduce::jvp(const std::vector<array>& primals, const std::vec
     case ReduceOp::prod: {
       array y = prod(x, axes_, true);
       auto vj = vjp(primals, {ones_like(y)}, {0}, {y});
-      return {sum(vj[0] * t, axes_, true)};
+      return {sum(conjugate(vj[0]) * t, axes_, true)};
     }
     case ReduceOp::max:
     case ReduceOp::min: {
@@ -150,8 +150,9 @@ std::vector<array> Matmul::vjp(const std::vector<array>& primals, const std::vec
   detail::RuleStreamScope scope(stream());
   std::vector<array> out;
   for (int k : argnums) {
-    out.push_back(k == 0 ? matmul(cot[0], swapaxes(primals[1], -1, -2))
-                         : matmul(swapaxes(primals[0], -1, -2), cot[0]));
+    // complex64: the conjugate transposes (conjugate is the identity on real arrays).
+    out.push_back(k == 0 ? matmul(cot[0], conjugate(swapaxes(primals[1], -1, -2)))
+                         : matmul(conjugate(swapaxes(primals[0], -1, -2)), cot[0]));
   }
   return out;
 }

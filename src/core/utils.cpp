@@ -37,6 +37,10 @@ finfo::finfo(Dtype t) : dtype(t) {
       break;
     case float32: float_limits<float>(*this); break;
     case float64: float_limits<double>(*this); break;
+    case complex64:  // the limits of its float32 parts, as numpy and MLX
+      float_limits<float>(*this);
+      dtype = float32;
+      break;
     default: throw Error(std::string("[finfo] dtype ") + dtype_name(t) + " is not a floating-point type");
   }
 }

@@ -25,6 +25,7 @@ inline const void* raw_bytes(const array& a) {
     case bfloat16: return a.data<bfloat16_t>();
     case float32: return a.data<float>();
     case float64: return a.data<double>();
+    case complex64: return a.data<complex64_t>();
   }
   return nullptr;
 }
@@ -52,6 +53,7 @@ inline array make_array(const char* bytes, size_t n, const Shape& shape, Dtype d
     case bfloat16: return array_from_bytes<bfloat16_t>(bytes, n, shape, dtype);
     case float32: return array_from_bytes<float>(bytes, n, shape, dtype);
     case float64: return array_from_bytes<double>(bytes, n, shape, dtype);
+    case complex64: return array_from_bytes<complex64_t>(bytes, n, shape, dtype);
   }
   throw Error("[load] unknown dtype");
 }

@@ -46,6 +46,7 @@ std::string descr_of(Dtype t) {
     case bfloat16: return "<V2";
     case float32: return "<f4";
     case float64: return "<f8";
+    case complex64: return "<c8";
   }
   return "";
 }
@@ -95,7 +96,7 @@ NpyHeader parse_header(const std::string& h, const std::string& file) {
   static const std::map<std::string, Dtype> kinds = {
       {"b1", bool_},  {"u1", uint8},  {"i1", int8},    {"u2", uint16},  {"i2", int16},   {"u4", uint32},
       {"i4", int32},  {"u8", uint64}, {"i8", int64},   {"f2", float16}, {"V2", bfloat16}, {"f4", float32},
-      {"f8", float64}};
+      {"f8", float64}, {"c8", complex64}};
   auto it = kinds.find(kind);
   if (it == kinds.end()) bad("dtype '" + d + "' has no Kiln equivalent", file);
   out.dtype = it->second;
@@ -155,8 +156,9 @@ array parse_npy(const char* p, size_t n, const std::string& file, Stream s) {
   }
   std::vector<char> buf(data, data + bytes);
   if (h.swap) {
-    size_t w = size_of(h.dtype);
-    for (size_t i = 0; i < count; ++i) std::reverse(buf.begin() + i * w, buf.begin() + (i + 1) * w);
+    // A complex64 is two big-endian floats, each swapped on its own.
+    size_t w = h.dtype == complex64 ? 4 : size_of(h.dtype);
+    for (size_t i = 0; i < bytes / w; ++i) std::reverse(buf.begin() + i * w, buf.begin() + (i + 1) * w);
   }
   Shape stored = h.shape;
   if (h.fortran) std::reverse(stored.begin(), stored.end());

@@ -33,6 +33,7 @@ const char* safetensors_dtype(Dtype t) {
     case bfloat16: return "BF16";
     case float32: return "F32";
     case float64: return "F64";
+    case complex64: return "C64";
   }
   return "?";
 }

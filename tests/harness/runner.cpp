@@ -45,6 +45,7 @@ void register_all() {
     register_conv();
     register_linalg();
     register_numpy_extras();
+    register_complex();
   });
 }
 

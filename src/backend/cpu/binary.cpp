@@ -83,7 +83,7 @@ void Binary::eval_cpu(const std::vector<array>& inputs, array& out) {
     }
   }
   allocate_binary_output(inputs, out, binary_op_name(op_));
-  cpu::dispatch_all(inputs[0].dtype(),
+  cpu::dispatch_with_complex(inputs[0].dtype(),
                     [&](auto tag) { run_binary<typename decltype(tag)::type>(op_, inputs[0], inputs[1], out); });
 }
 
@@ -93,7 +93,7 @@ void Select::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& y = inputs[2];
   detail::allocate(out, name());
   if (out.size() == 0) return;
-  cpu::dispatch_all(out.dtype(), [&](auto tag) {
+  cpu::dispatch_with_complex(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const bool* pc = reinterpret_cast<const bool*>(detail::data_ptr(cond));
     const T* px = reinterpret_cast<const T*>(detail::data_ptr(x));

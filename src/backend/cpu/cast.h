@@ -1,7 +1,8 @@
 #pragma once
 // Element conversion between dtypes, with defined results everywhere:
 // float -> integer truncates toward zero and saturates (NaN gives 0);
-// anything -> bool is `!= 0`.
+// anything -> bool is `!= 0`; real -> complex64 has a zero imaginary part,
+// complex64 -> real takes the real part (numpy, MLX).
 #include <cstddef>
 #include <limits>
 #include <type_traits>
@@ -16,6 +17,11 @@ inline To convert(From x) {
   using C = compute_t<From>;
   if constexpr (std::is_same_v<To, From>) {
     return x;
+  } else if constexpr (is_complex_v<From>) {
+    if constexpr (std::is_same_v<To, bool>) return x.re != 0.0f || x.im != 0.0f;
+    else return convert<To>(x.re);
+  } else if constexpr (is_complex_v<To>) {
+    return To(convert<float>(x), 0.0f);
   } else if constexpr (std::is_same_v<To, bool>) {
     return static_cast<C>(x) != C(0);
   } else if constexpr (is_half_v<To>) {

@@ -12,7 +12,9 @@ struct TypeTag {
   using type = T;
 };
 
-// Calls f(TypeTag<T>{}) for the C++ type of dtype t.
+// Calls f(TypeTag<T>{}) for the C++ type of dtype t, for the real dtypes;
+// complex64 throws (a kernel that handles it uses dispatch_with_complex;
+// the op layer refuses complex64 before the others run).
 template <typename F>
 decltype(auto) dispatch_all(Dtype t, F&& f) {
   switch (t) {
@@ -29,12 +31,23 @@ decltype(auto) dispatch_all(Dtype t, F&& f) {
     case bfloat16: return f(TypeTag<bfloat16_t>{});
     case float32: return f(TypeTag<float>{});
     case float64: return f(TypeTag<double>{});
+    case complex64: throw Error("[dispatch] this kernel does not support complex64");
   }
   throw Error("[dispatch] unknown dtype");
 }
 
+// dispatch_all, complex64 (kiln::complex64_t) included.
+template <typename F>
+decltype(auto) dispatch_with_complex(Dtype t, F&& f) {
+  if (t == complex64) return f(TypeTag<complex64_t>{});
+  return dispatch_all(t, std::forward<F>(f));
+}
+
 template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+
+template <typename T>
+inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
 
 // The type arithmetic happens in: float for the 16-bit floats.
 template <typename T>

@@ -217,6 +217,7 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, array& out) {
     case bfloat16: run_scatter<bfloat16_t>(plan, pu, po, reduce_); break;
     case float32: run_scatter<float>(plan, pu, po, reduce_); break;
     case float64: run_scatter<double>(plan, pu, po, reduce_); break;
+    case complex64: throw Error(std::string("[") + name() + "] is not supported for complex64");
   }
 }
 

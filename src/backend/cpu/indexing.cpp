@@ -190,6 +190,7 @@ void ScatterAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
     case bfloat16: scatter_rows<bfloat16_t>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case float32: scatter_rows<float>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case float64: scatter_rows<double>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
+    case complex64: throw Error(std::string("[") + op + "] is not supported for complex64");
   }
 }
 

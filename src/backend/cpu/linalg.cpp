@@ -1,4 +1,4 @@
-// CPU linear algebra: QRF, SVD, Inverse, Cholesky, Eigh, LUF through
+// CPU linear algebra: QRF, SVD, Inverse, Cholesky, Eigh, LUF, Eig through
 // LAPACK (LAPACKE over OpenBLAS).
 //
 // Why it is shaped so: these factorizations are O(n^3) with a data-
@@ -49,6 +49,9 @@ struct Lapack<float> {
   }
   static lapack_int trtri(lapack_int n, float* a) { return LAPACKE_strtri(LAPACK_ROW_MAJOR, 'L', 'N', n, a, n); }
   static lapack_int potrf(lapack_int n, float* a) { return LAPACKE_spotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
+  static lapack_int geev(char jobvr, lapack_int n, float* a, float* wr, float* wi, float* vr) {
+    return LAPACKE_sgeev(LAPACK_ROW_MAJOR, 'N', jobvr, n, a, n, wr, wi, nullptr, 1, vr, n);
+  }
   static lapack_int syevd(char jobz, lapack_int n, float* a, float* w) {
     return LAPACKE_ssyevd(LAPACK_ROW_MAJOR, jobz, 'L', n, a, n, w);
   }
@@ -73,6 +76,9 @@ struct Lapack<double> {
   }
   static lapack_int trtri(lapack_int n, double* a) { return LAPACKE_dtrtri(LAPACK_ROW_MAJOR, 'L', 'N', n, a, n); }
   static lapack_int potrf(lapack_int n, double* a) { return LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'L', n, a, n); }
+  static lapack_int geev(char jobvr, lapack_int n, double* a, double* wr, double* wi, double* vr) {
+    return LAPACKE_dgeev(LAPACK_ROW_MAJOR, 'N', jobvr, n, a, n, wr, wi, nullptr, 1, vr, n);
+  }
   static lapack_int syevd(char jobz, lapack_int n, double* a, double* w) {
     return LAPACKE_dsyevd(LAPACK_ROW_MAJOR, jobz, 'L', n, a, n, w);
   }
@@ -246,6 +252,40 @@ void Eigh::eval_cpu(const std::vector<array>& inputs, std::vector<array>& output
     }
     if (vectors_ && !a.data.empty()) {
       std::memcpy(out_ptr<T>(outputs[1]), a.data.data(), sizeof(T) * a.data.size());
+    }
+  });
+}
+
+// geev's real form: a complex pair (wi[j] > 0) stores its eigenvector's
+// real part in column j and imaginary part in column j + 1, the second
+// vector of the pair being the conjugate of the first.
+void Eig::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const char* op = vectors_ ? "linalg::eig" : "linalg::eigvals";
+  allocate_all(outputs, op);
+  float_dispatch(inputs[0], op, [&](auto tag) {
+    using T = decltype(tag);
+    Matrices<T> a = row_major<T>(inputs[0]);
+    const int n = a.N;
+    if (n == 0) return;
+    auto* w = reinterpret_cast<complex64_t*>(detail::data_ptr(outputs[0]));
+    auto* v = vectors_ ? reinterpret_cast<complex64_t*>(detail::data_ptr(outputs[1])) : nullptr;
+    std::vector<T> wr(n), wi(n), vr(vectors_ ? static_cast<size_t>(n) * n : 1);
+    for (int64_t b = 0; b < a.batch; ++b) {
+      lapack_int info = Lapack<T>::geev(vectors_ ? 'V' : 'N', n, a.matrix(b), wr.data(), wi.data(), vr.data());
+      if (info) lapack_failed(op, "the QR algorithm did not converge", info, inputs[0]);
+      for (int j = 0; j < n; ++j) w[b * n + j] = complex64_t(static_cast<float>(wr[j]), static_cast<float>(wi[j]));
+      if (!vectors_) continue;
+      complex64_t* vb = v + b * n * n;
+      for (int j = 0; j < n; ++j) {
+        bool pair = wi[j] > 0 && j + 1 < n;
+        for (int i = 0; i < n; ++i) {
+          float re = static_cast<float>(vr[i * n + j]);
+          float im = pair ? static_cast<float>(vr[i * n + j + 1]) : 0.0f;
+          vb[i * n + j] = complex64_t(re, im);
+          if (pair) vb[i * n + j + 1] = complex64_t(re, -im);
+        }
+        if (pair) ++j;
+      }
     }
   });
 }

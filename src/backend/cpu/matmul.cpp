@@ -1,6 +1,7 @@
 // Batched matmul on the CPU. float32 and bfloat16 go to Kiln's own packed
 // kernels (gemm.h); float64 to OpenBLAS; float16 is widened to float32;
-// integers use a simple blocked loop (exact, rarely hot).
+// integers use a simple blocked loop (exact, rarely hot); complex64 goes to
+// OpenBLAS's cgemm.
 #include <cblas.h>
 
 #include <cstdlib>
@@ -94,7 +95,7 @@ void gemm_one(Dtype t, int64_t M, int64_t N, int64_t K, MatView a, MatView b, ch
                    bfloat16);
     return;
   }
-  if (t == float32 || t == float64) {
+  if (t == float32 || t == float64 || t == complex64) {
     CBLAS_TRANSPOSE ta, tb;
     int64_t lda, ldb;
     std::vector<char> ca, cb;
@@ -112,6 +113,9 @@ void gemm_one(Dtype t, int64_t M, int64_t N, int64_t K, MatView a, MatView b, ch
     if (t == float32) {
       cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, reinterpret_cast<const float*>(a.data), lda,
                   reinterpret_cast<const float*>(b.data), ldb, 0.0f, reinterpret_cast<float*>(c), N);
+    } else if (t == complex64) {
+      const complex64_t one(1.0f, 0.0f), zero(0.0f, 0.0f);
+      cblas_cgemm(CblasRowMajor, ta, tb, M, N, K, &one, a.data, lda, b.data, ldb, &zero, c, N);
     } else {
       cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, 1.0, reinterpret_cast<const double*>(a.data), lda,
                   reinterpret_cast<const double*>(b.data), ldb, 0.0, reinterpret_cast<double*>(c), N);

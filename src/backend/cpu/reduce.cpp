@@ -459,12 +459,61 @@ const char* reduce_name(ReduceOp op) {
   return "reduce";
 }
 
+// complex64 sum and prod (the only reductions it has): each output element
+// walks its group through the input's strides, accumulating in double
+// (complex products too, so a long prod rounds once per step at double
+// precision). Not tuned: complex reductions are rare and small here.
+void reduce_complex(ReduceOp op, const array& in, array& out, const std::vector<int>& axes) {
+  const auto& d = *in.desc();
+  int nd = in.ndim();
+  std::vector<bool> reduced(nd, false);
+  for (int ax : axes) reduced[ax] = true;
+  Shape kept_shape, group_shape;
+  Strides kept_strides, group_strides;
+  for (int i = 0; i < nd; ++i) {
+    (reduced[i] ? group_shape : kept_shape).push_back(d.shape[i]);
+    (reduced[i] ? group_strides : kept_strides).push_back(d.strides[i]);
+  }
+  const complex64_t* src = reinterpret_cast<const complex64_t*>(detail::data_ptr(in));
+  complex64_t* dst = reinterpret_cast<complex64_t*>(detail::data_ptr(out));
+  auto offset_of = [](int64_t i, const Shape& shape, const Strides& strides) {
+    int64_t off = 0;
+    for (int k = static_cast<int>(shape.size()) - 1; k >= 0; --k) {
+      off += (i % shape[k]) * strides[k];
+      i /= shape[k];
+    }
+    return off;
+  };
+  int64_t n_out = static_cast<int64_t>(out.size()), n_group = shape_size(group_shape);
+  cpu::parallel_for(n_out, std::max<int64_t>(1, kReduceGrain / std::max<int64_t>(n_group, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) {
+      const complex64_t* base = src + offset_of(o, kept_shape, kept_strides);
+      double re = op == ReduceOp::sum ? 0.0 : 1.0, im = 0.0;
+      for (int64_t g = 0; g < n_group; ++g) {
+        complex64_t v = base[offset_of(g, group_shape, group_strides)];
+        if (op == ReduceOp::sum) {
+          re += v.re, im += v.im;
+        } else {
+          double r = re * v.re - im * v.im;
+          im = re * v.im + im * v.re;
+          re = r;
+        }
+      }
+      dst[o] = complex64_t(static_cast<float>(re), static_cast<float>(im));
+    }
+  });
+}
+
 }  // namespace
 
 void Reduce::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
   const char* nm = reduce_name(op_);
   detail::allocate(out, nm);
+  if (in.dtype() == complex64 && (op_ == ReduceOp::sum || op_ == ReduceOp::prod)) {
+    reduce_complex(op_, in, out, axes_);
+    return;
+  }
   cpu::dispatch_all(in.dtype(), [&](auto it) {
     using T = typename decltype(it)::type;
     // The op layer picks the output dtype: the input's, bool for all/any,

@@ -29,7 +29,7 @@ void Unary::eval_cpu(const std::vector<array>& inputs, array& out) {
   } else {
     detail::allocate(out, unary_op_name(op_));
   }
-  cpu::dispatch_all(in.dtype(), [&](auto tag) { run_unary<typename decltype(tag)::type>(op_, in, out); });
+  cpu::dispatch_with_complex(in.dtype(), [&](auto tag) { run_unary<typename decltype(tag)::type>(op_, in, out); });
 }
 
 }  // namespace kiln

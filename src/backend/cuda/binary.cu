@@ -341,7 +341,7 @@ void Binary::eval_gpu(const std::vector<array>& inputs, array& out) {
   const void* av = a_host ? a_value : nullptr;
   const void* bv = b_host ? b_value : nullptr;
   if (op == BinaryOp::power) cuda::check_exponents(a, b, pb, bv, s);
-  cuda::dispatch(a.dtype(), [&](auto tag) {
+  cuda::dispatch_with_complex(a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (to_bool) cuda::launch_binary<T, bool>(op, pa, pb, po, l, n, s, av, bv);
     else cuda::launch_binary<T, T>(op, pa, pb, po, l, n, s, av, bv);
@@ -363,7 +363,7 @@ void Select::eval_gpu(const std::vector<array>& inputs, array& out) {
   auto l = cuda::make_strided<4>(
       out.shape(), {&out.desc()->strides, &cond.desc()->strides, &x.desc()->strides, &y.desc()->strides}, "where");
   cudaStream_t s = cuda::current_stream();
-  cuda::dispatch(out.dtype(), [&](auto tag) {
+  cuda::dispatch_with_complex(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     cuda::select_strided<T><<<cuda::grid_for(n, 4, 256), 256, 0, s>>>(
         reinterpret_cast<const bool*>(pc), reinterpret_cast<const T*>(px), reinterpret_cast<const T*>(py),

@@ -80,6 +80,7 @@ __device__ __forceinline__ void store_as(char* dst, Dtype d, int64_t i, S x) {
     case Dtype::bfloat16: reinterpret_cast<__nv_bfloat16*>(dst)[i] = convert<__nv_bfloat16>(x); break;
     case Dtype::float32: reinterpret_cast<float*>(dst)[i] = convert<float>(x); break;
     case Dtype::float64: reinterpret_cast<double*>(dst)[i] = convert<double>(x); break;
+    case Dtype::complex64: reinterpret_cast<complex64_t*>(dst)[i] = convert<complex64_t>(x); break;
   }
 }
 
@@ -136,7 +137,7 @@ void copy_strided(const char* src, Dtype sd, const Shape& shape, const Strides& 
       default: copy_raw<uint64_t><<<g, kBlock, 0, s>>>(reinterpret_cast<const uint64_t*>(src), reinterpret_cast<uint64_t*>(dst), l, n); break;
     }
   } else {
-    dispatch(sd, [&](auto tag) {
+    dispatch_with_complex(sd, [&](auto tag) {
       using S = typename decltype(tag)::type;
       cast_strided<S><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(reinterpret_cast<const S*>(src), dst, dd, l, n);
     });

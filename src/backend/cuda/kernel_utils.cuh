@@ -20,7 +20,9 @@ struct Tag {
   using type = T;
 };
 
-// Calls f(Tag<T>{}) with the device type of dtype t.
+// Calls f(Tag<T>{}) with the device type of dtype t, for the real dtypes;
+// complex64 throws (the kernels that handle it use dispatch_with_complex;
+// the op layer refuses complex64 before the others run).
 template <typename F>
 void dispatch(Dtype t, F&& f) {
   switch (t) {
@@ -37,11 +39,26 @@ void dispatch(Dtype t, F&& f) {
     case Dtype::bfloat16: return f(Tag<__nv_bfloat16>{});
     case Dtype::float32: return f(Tag<float>{});
     case Dtype::float64: return f(Tag<double>{});
+    case Dtype::complex64: throw Error("[cuda] this kernel does not support complex64");
   }
   throw Error("[cuda] unknown dtype");
 }
 
 #include "backend/cuda/convert.inc"
+
+// kiln::complex64_t (include/kiln/complex.h: its arithmetic is host/device
+// code) is the complex type convert() knows; generated kernels have none.
+template <>
+struct is_complex_type<complex64_t> : std::true_type {};
+template <typename T>
+inline constexpr bool is_complex_v = is_complex_type<T>::value;
+
+// dispatch, complex64 included.
+template <typename F>
+void dispatch_with_complex(Dtype t, F&& f) {
+  if (t == Dtype::complex64) return f(Tag<complex64_t>{});
+  dispatch(t, std::forward<F>(f));
+}
 
 constexpr int kMaxDims = 8;
 

@@ -24,5 +24,8 @@ void Eigh::eval_gpu(const std::vector<array>&, std::vector<array>&) {
   no_gpu_linalg(vectors_ ? "linalg::eigh" : "linalg::eigvalsh");
 }
 void LUF::eval_gpu(const std::vector<array>&, std::vector<array>&) { no_gpu_linalg("linalg::lu_factor"); }
+void Eig::eval_gpu(const std::vector<array>&, std::vector<array>&) {
+  no_gpu_linalg(vectors_ ? "linalg::eig" : "linalg::eigvals");
+}
 
 }  // namespace kiln

@@ -3,7 +3,8 @@
 // C^T = B^T A^T, operands in place whenever one of their two matrix strides
 // is 1 and the batch dims collapse to one stride); M <= 8 with weights in
 // the [N, K] layout goes to Kiln's GEMV (gemv.cu); integer types use a
-// simple kernel (integer_matmul.cu). KILN_CUDA_TF32=1 (or set_tf32_matmul)
+// simple kernel (integer_matmul.cu); complex64 is cuBLASLt's CUDA_C_32F
+// (cgemm, with complex alpha and beta). KILN_CUDA_TF32=1 (or set_tf32_matmul)
 // lets float32 use the tensor cores' tf32 mode. cuBLASLt descriptors and the
 // heuristic's choice are cached per problem (shape, dtype, layout).
 #include <cublasLt.h>
@@ -110,6 +111,7 @@ cudaDataType_t data_type(Dtype t) {
     case Dtype::float16: return CUDA_R_16F;
     case Dtype::bfloat16: return CUDA_R_16BF;
     case Dtype::float64: return CUDA_R_64F;
+    case Dtype::complex64: return CUDA_C_32F;
     default: return CUDA_R_32F;
   }
 }
@@ -143,7 +145,7 @@ std::unique_ptr<LtPlan> make_plan(const LtKey& k) {
   cublasComputeType_t ct = k.dtype == Dtype::float64 ? CUBLAS_COMPUTE_64F
                            : k.tf32                  ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                      : CUBLAS_COMPUTE_32F;
-  cudaDataType_t scale_t = k.dtype == Dtype::float64 ? CUDA_R_64F : CUDA_R_32F;
+  cudaDataType_t scale_t = k.dtype == Dtype::float64 ? CUDA_R_64F : k.dtype == Dtype::complex64 ? CUDA_C_32F : CUDA_R_32F;
   KILN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->op, ct, scale_t));
   // cuBLASLt's first operand is B (as an N x K column-major op), its second A.
   cublasOperation_t ta = k.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -199,8 +201,10 @@ void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t bat
   void* ws = scratch(kWorkspaceBytes, "matmul");
   double one64 = 1.0, zero64 = 0.0;
   float one32 = 1.f, zero32 = 0.f;
+  const complex64_t one_c(1.0f, 0.0f), zero_c(0.0f, 0.0f);
   const void* alpha = t == Dtype::float64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = t == Dtype::float64 ? static_cast<const void*>(&zero64) : &zero32;
+  if (t == Dtype::complex64) alpha = &one_c, beta = &zero_c;
   KILN_CUBLAS_CHECK(cublasLtMatmul(handle(), p.op, alpha, b.ptr, p.la, a.ptr, p.lb, beta, c, p.lc, c, p.lc, &p.algo,
                                    ws, kWorkspaceBytes, s));
 }
@@ -236,7 +240,7 @@ void Matmul::eval_gpu(const std::vector<array>& inputs, array& out) {
     KILN_CUDA_CHECK("matmul", cudaMemsetAsync(pc, 0, out.nbytes(), s));
     return;
   }
-  if (!is_floating_point(t)) {
+  if (!is_floating_point(t) && !is_complex(t)) {
     const char* ca = detail::is_row_contiguous(a.shape(), a.desc()->strides) ? pa : cuda::contiguous_copy(a, pa);
     const char* cb = detail::is_row_contiguous(b.shape(), b.desc()->strides) ? pb : cuda::contiguous_copy(b, pb);
     // Broadcast batch dims were materialized by the copy only when strided.
@@ -252,7 +256,7 @@ void Matmul::eval_gpu(const std::vector<array>& inputs, array& out) {
     pb = cuda::contiguous_copy(b, pb);
     ob = {pb, false, N, K * N};
   }
-  if (batch == 1 && M <= 8 && ob.transposed && !oa.transposed &&
+  if (batch == 1 && M <= 8 && !is_complex(t) && ob.transposed && !oa.transposed &&
       cuda::gemv(t, oa.ptr, oa.ld, ob.ptr, ob.ld, pc, M, N, K)) {
     return;
   }

@@ -38,13 +38,15 @@ __device__ __forceinline__ C unary(UnaryOp op, C x) {
 }
 
 // Binary op `op` on compute type C: R is C for the ops whose result has the
-// input type and bool for comparisons and logical ops.
+// input type and bool for comparisons and logical ops (a complex64 value
+// does not convert to bool: those pairings are skipped, as they never run).
 template <typename R, typename C>
 __device__ __forceinline__ R binary(BinaryOp op, C x, C y) {
   switch (op) {
 #define KILN_BINARY_CASE(name)                                                              \
   case BinaryOp::name:                                                                      \
-    if constexpr (name##_op::accepts<C>) return static_cast<R>(name##_op::apply(x, y));     \
+    if constexpr (name##_op::accepts<C> && std::is_constructible_v<R, decltype(name##_op::apply(x, y))>) \
+      return static_cast<R>(name##_op::apply(x, y));                                        \
     break;
     KILN_BINARY_OPS(KILN_BINARY_CASE)
 #undef KILN_BINARY_CASE

@@ -420,12 +420,19 @@ __global__ void arg_reduce(const T* __restrict__ in, uint32_t* __restrict__ out,
 }
 
 }  // namespace
+
+void reduce_complex(ReduceOp op, const array& in, array& out, const std::vector<int>& axes);  // reduce_complex.cu
+
 }  // namespace cuda
 
 void Reduce::eval_gpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
   const char* nm = cuda::reduce_name(op_);
   cuda::allocate(out, nm);
+  if (in.dtype() == Dtype::complex64 && (op_ == ReduceOp::sum || op_ == ReduceOp::prod)) {
+    cuda::reduce_complex(op_, in, out, axes_);
+    return;
+  }
   Dtype od = out.dtype();
   cuda::dispatch(in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;

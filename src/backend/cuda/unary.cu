@@ -74,7 +74,7 @@ void Unary::eval_gpu(const std::vector<array>& inputs, array& out) {
   auto l = cuda::make_strided<2>(out.shape(), {&out.desc()->strides, &in.desc()->strides}, nm);
   cudaStream_t s = cuda::current_stream();
   UnaryOp op = op_;
-  cuda::dispatch(in.dtype(), [&](auto tag) {
+  cuda::dispatch_with_complex(in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int kBlock = 256;
     if (cuda::all_contiguous(l) && cuda::aligned16(src) && cuda::aligned16(dst)) {
