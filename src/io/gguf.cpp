@@ -418,7 +418,14 @@ array tensor_array(const Parsed& p, const TensorInfo& info, const std::string& o
   if (auto f = block_format_of(info.type)) {
     const BlockLayout& l = block_layout(*f);
     Shape rows = info.shape;
-    rows.back() = rows.back() / l.block * l.bytes;
+    // In 64 bits: a row's packed width can pass int even where the tensor's
+    // byte count (checked against the file) is small, e.g. with a zero dim.
+    const int64_t width = static_cast<int64_t>(rows.back() / l.block) * l.bytes;
+    if (width > std::numeric_limits<int>::max()) {
+      throw Error(op + " " + p.file->path() + ": tensor " + info.name + " has rows of " + std::to_string(width) +
+                  " packed bytes, more than an array dimension holds");
+    }
+    rows.back() = static_cast<int>(width);
     return io::mapped_array(p.file, at, rows, uint8);
   }
   throw Error(op + " " + p.file->path() + ": tensor " + info.name + " has type " + tensor_type_name(info.type) +
