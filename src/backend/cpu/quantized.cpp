@@ -327,14 +327,7 @@ void product_double(const double* x, int64_t M, int64_t N, int64_t K, const uint
   int64_t rows = transpose ? N : K, cols = transpose ? K : N;
   std::vector<double> deq(rows * cols);
   dequantize_rows<double>(w, s, b, rows, cols, p, deq.data());
-  cpu::parallel_for(M * N, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      int64_t m = i / N, n = i % N;
-      double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += x[m * K + k] * (transpose ? deq[n * K + k] : deq[k * N + n]);
-      out[i] = acc;
-    }
-  });
+  cpu::dense_product_double(x, deq.data(), M, N, K, transpose, out);
 }
 
 // Runs product_2d with x converted to float and the result cast to out.
@@ -353,6 +346,18 @@ void run_product(const char* x, Dtype t, int64_t M, int64_t N, int64_t K, const 
 }  // namespace
 
 namespace cpu {
+
+void dense_product_double(const double* x, const double* w, int64_t M, int64_t N, int64_t K, bool transpose,
+                          double* out) {
+  parallel_for(M * N, 64, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t m = i / N, n = i % N;
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k) acc += x[m * K + k] * (transpose ? w[n * K + k] : w[k * N + n]);
+      out[i] = acc;
+    }
+  });
+}
 Operand inner_contiguous(const array& a, int inner) {
   const auto& d = *a.desc();
   cpu::Operand o{detail::data_ptr(a), d.strides, {}};

@@ -55,4 +55,10 @@ bool fp_qmv_avx2(const FpQmvArgs& a);
 // the kernels' folded factors, and the tests' reference).
 void fp_qmv_row_scalar(const FpQmvArgs& a, int64_t n);
 
+// out [M, N] = x [M, K] @ w, w [K, N] row-major (or [N, K] when transpose),
+// in double over all cores: the float64 path of the quantized products
+// (after w is dequantized), which exists for references, not speed.
+void dense_product_double(const double* x, const double* w, int64_t M, int64_t N, int64_t K, bool transpose,
+                          double* out);
+
 }  // namespace kiln::cpu

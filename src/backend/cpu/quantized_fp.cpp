@@ -181,14 +181,7 @@ void product_double(const double* x, int64_t M, int64_t N, int64_t K, const uint
   int64_t rows = transpose ? N : K, cols = transpose ? K : N;
   std::vector<double> deq(rows * cols);
   dequantize_rows<double>(w, s, rows, cols, p, std::nullopt, deq.data());
-  parallel_for(M * N, 64, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      int64_t m = i / N, n = i % N;
-      double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += x[m * K + k] * (transpose ? deq[n * K + k] : deq[k * N + n]);
-      out[i] = acc;
-    }
-  });
+  dense_product_double(x, deq.data(), M, N, K, transpose, out);
 }
 
 // One 2-d product: x [M, K] of dtype t (row-major) into out [M, N] of t.
