@@ -246,7 +246,6 @@ TEST(Compile, DisableCompile) {
 // primitives on a GPU stream and never evaluated. A GPU region takes at
 // most 256 ops and 32 inputs; nodes of another stream stay out.
 TEST(Compile, GpuRegionsAreBounded) {
-  setenv("KILN_GPU_FUSION", "1", 1);  // GPU fusion is opt-in for now (compile.cpp)
   const Stream gpu{0, Device::gpu};
   auto bin = [gpu](BinaryOp op, const array& x, const array& y) {
     return array(x.shape(), x.dtype(), std::make_shared<Binary>(gpu, op), {x, y});
@@ -305,12 +304,12 @@ TEST(Compile, GpuRegionsAreBounded) {
   EXPECT_EQ(count_nodes(t, "Binary"), 2);
 }
 
-// Until tests/cuda/test_cuda_compile.cpp has passed on a GPU, GPU regions
-// stay unfused unless KILN_GPU_FUSION=1 (compile.cpp).
-TEST(Compile, GpuFusionIsOptInForNow) {
+// GPU regions are fused by default; KILN_GPU_FUSION=0 leaves them unfused
+// (compile.cpp).
+TEST(Compile, GpuFusionCanBeSwitchedOff) {
   const char* saved = std::getenv("KILN_GPU_FUSION");
   const std::string restore = saved ? saved : "";
-  unsetenv("KILN_GPU_FUSION");
+  setenv("KILN_GPU_FUSION", "0", 1);
   const Stream gpu{0, Device::gpu};
   auto chain = [gpu](const std::vector<array>& in) -> std::vector<array> {
     array x = array(in[0].shape(), in[0].dtype(), std::make_shared<Unary>(gpu, UnaryOp::tanh), {in[0]});
@@ -319,6 +318,9 @@ TEST(Compile, GpuFusionIsOptInForNow) {
   std::vector<array> out = compile(chain)({random_array({8})});
   EXPECT_EQ(count_nodes(out, "Compiled"), 0);
   EXPECT_EQ(count_nodes(out, "Binary"), 1);
+  unsetenv("KILN_GPU_FUSION");
+  std::vector<array> fused = compile(chain)({random_array({8})});
+  EXPECT_EQ(count_nodes(fused, "Compiled"), 1);
   if (saved) setenv("KILN_GPU_FUSION", restore.c_str(), 1);
 }
 

@@ -9,6 +9,7 @@
 // std::complex<float> implicitly. It has no implicit conversion to float
 // (MLX's takes the real part) and no ordering operators: complex numbers
 // are not ordered, and the ops that order refuse complex64.
+#include <cmath>
 #include <complex>
 #include <type_traits>
 
@@ -43,8 +44,20 @@ struct alignas(8) complex64_t {
 KILN_HOST_DEVICE complex64_t operator+(complex64_t a, complex64_t b) { return {a.re + b.re, a.im + b.im}; }
 KILN_HOST_DEVICE complex64_t operator-(complex64_t a, complex64_t b) { return {a.re - b.re, a.im - b.im}; }
 KILN_HOST_DEVICE complex64_t operator-(complex64_t a) { return {-a.re, -a.im}; }
+// Every product that meets a sum is an explicit fused multiply-add: with
+// FMA contraction left to the compiler, the same expression rounded
+// differently (by an ulp) where it was inlined into a vector loop and
+// where it was called out of line, so a vmapped product differed from the
+// loop of slices, and the CPU from the GPU.
+KILN_HOST_DEVICE float complex_fma(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
 KILN_HOST_DEVICE complex64_t operator*(complex64_t a, complex64_t b) {
-  return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+  return {complex_fma(a.re, b.re, -(a.im * b.im)), complex_fma(a.re, b.im, a.im * b.re)};
 }
 // Smith's algorithm (numpy's): divides by the larger part of b first, so
 // |b|^2 is never formed and cannot overflow or underflow.
@@ -53,11 +66,11 @@ KILN_HOST_DEVICE complex64_t operator/(complex64_t a, complex64_t b) {
   float abs_im = b.im < 0.0f ? -b.im : b.im;
   if (abs_re >= abs_im) {
     if (abs_re == 0.0f && abs_im == 0.0f) return {a.re / abs_re, a.im / abs_im};  // inf or nan, as numpy
-    float r = b.im / b.re, d = b.re + b.im * r;
-    return {(a.re + a.im * r) / d, (a.im - a.re * r) / d};
+    float r = b.im / b.re, d = complex_fma(b.im, r, b.re);
+    return {complex_fma(a.im, r, a.re) / d, complex_fma(-a.re, r, a.im) / d};
   }
-  float r = b.re / b.im, d = b.im + b.re * r;
-  return {(a.re * r + a.im) / d, (a.im * r - a.re) / d};
+  float r = b.re / b.im, d = complex_fma(b.re, r, b.im);
+  return {complex_fma(a.re, r, a.im) / d, complex_fma(a.im, r, -a.re) / d};
 }
 KILN_HOST_DEVICE bool operator==(complex64_t a, complex64_t b) { return a.re == b.re && a.im == b.im; }
 KILN_HOST_DEVICE bool operator!=(complex64_t a, complex64_t b) { return !(a == b); }

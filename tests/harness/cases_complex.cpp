@@ -128,13 +128,7 @@ void register_binary() {
              return split(p);
            },
            .diff = {0, 1, 2, 3},
-           .fd_rtol = kComplexFd,
-           .known_failure = std::string(b.op) == "multiply" && !broadcast
-                                ? "complex64 products round differently (by an ulp) where the CPU's strided loop "
-                                  "calls kiln/complex.h's operator* out of line, compiled with FMA contraction in "
-                                  "another file; vmap then differs from the loop of slices at 1e-12. Fix: explicit "
-                                  "fma in complex.h's * and / (a header change that rebuilds everything)"
-                                : ""});
+           .fd_rtol = kComplexFd});
     }
     // A complex64 with a real operand: the real one is promoted.
     add({.op = b.op,

@@ -14,7 +14,8 @@
 // product first. So every float32/float64 value another step reads goes
 // through `fused_barrier`: an xor with a kernel parameter that is always
 // zero, which the compiler cannot see through, so no contraction crosses
-// an op boundary and the bits are unchanged. Host scalars travel by value,
+// an op boundary and the bits are unchanged (8- and 16-bit integers go
+// through it too: see needs_barrier). Host scalars travel by value,
 // never as literals (constant folding could round differently).
 //
 // Memory-bound by design: one read of each input and one write of the
@@ -61,6 +62,15 @@ std::string compute_type(Dtype t) {
 
 std::string v(int k) { return "v" + std::to_string(k); }
 
+// The values another step reads through fused_barrier (kHelpers): floats,
+// against contraction; 8- and 16-bit integers, against ptxas dropping the
+// sign extension after a wrapping op (CUDA 13 on sm_90: -(-32768) in int16,
+// then converted to uint32, gave 32768; the PTX sign-extends, the SASS
+// did not). Behind the opaque xor the narrowing must be done in full.
+bool needs_barrier(Dtype t) {
+  return t == float32 || t == float64 || t == int8 || t == int16 || t == uint8 || t == uint16;
+}
+
 // The value of a step, as the unfused kernel computes it.
 std::string step_expr(const FusedStep& s) {
   const std::string st = storage_type(s.out_dtype);
@@ -104,7 +114,7 @@ std::string value_function(const Compiled& c) {
     const FusedStep& s = steps[k];
     const int id = nin + k;
     std::string e = step_expr(s);
-    if ((s.out_dtype == float32 || s.out_dtype == float64) && read_later[id]) e = "fused_barrier(" + e + ", zero)";
+    if (read_later[id] && needs_barrier(s.out_dtype)) e = "fused_barrier(" + e + ", zero)";
     f += "  const " + compute_type(s.out_dtype) + " " + v(id) + " = " + e + ";\n";
   }
   f += "  return convert<" + std::string(storage_type(out_dtype)) + ">(" + v(nvals - 1) + ");\n}\n\n";
@@ -117,6 +127,11 @@ __device__ __forceinline__ float fused_barrier(float x, unsigned zero) {
 }
 __device__ __forceinline__ double fused_barrier(double x, unsigned zero) {
   return __longlong_as_double(__double_as_longlong(x) ^ static_cast<long long>(zero));
+}
+template <typename T>
+__device__ __forceinline__ T fused_barrier(T x, unsigned zero) {
+  static_assert(sizeof(T) <= 2, "8- and 16-bit integers only");
+  return static_cast<T>(static_cast<int>(x) ^ static_cast<int>(zero));
 }
 // N elements of T, loaded and stored as one access.
 template <typename T, int N>
