@@ -1,6 +1,7 @@
 #pragma once
 // Reading index arrays in kernels and moving elements as raw words: shared
-// by the gathers and scatters of indexing.cu and gather_scatter.cu.
+// by the gathers and scatters of indexing.cu and gather_scatter.cu and the
+// gathered quantized products (quantized.cu, quantized_fp.cu).
 #include "backend/cuda/kernel_utils.cuh"
 
 namespace kiln::cuda {
@@ -37,6 +38,18 @@ __device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i,
     e->flag = 1;
   }
   return w < 0 ? 0 : extent - 1;
+}
+
+// An unsigned index (gather_qmm's lhs / rhs) at or past extent is written
+// to err (when there is one) and clamped to extent - 1.
+__device__ __forceinline__ int64_t clamp_unsigned_index(int64_t v, int64_t extent, IndexErrorSlot* err) {
+  if (v < extent) return v;
+  if (err) {
+    volatile IndexErrorSlot* e = err;
+    e->value = v;
+    e->flag = 1;
+  }
+  return extent - 1;
 }
 
 // Calls launch(Tag<W>{}) with an unsigned word of the element size.

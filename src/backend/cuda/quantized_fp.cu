@@ -19,6 +19,7 @@
 //   scratch buffer, then cuBLASLt (as the affine QMM in quantized.cu).
 // - gather_qmm: a warp per output element (correct, not fast).
 #include "backend/common/fp_quant.h"
+#include "backend/cuda/index_read.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/quantized_fp.h"
 #include "core/ops_util.h"
@@ -200,16 +201,8 @@ __global__ void fp_gather_qmm_kernel(const T* __restrict__ x, const uint8_t* __r
   for (int64_t o = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; o < count * M * N;
        o += warps) {
     int64_t i = o / (M * N), m = (o / N) % M, n = o % N;
-    int64_t li = lhs[i], ri = rhs[i];
-    if (li >= x_count || ri >= w_count) {
-      if (err && lane == 0) {
-        volatile IndexErrorSlot* e = err;
-        e->value = li >= x_count ? li : ri;
-        e->flag = 1;
-      }
-      li = li >= x_count ? x_count - 1 : li;
-      ri = ri >= w_count ? w_count - 1 : ri;
-    }
+    const int64_t li = clamp_unsigned_index(lhs[i], x_count, lane == 0 ? err : nullptr);
+    const int64_t ri = clamp_unsigned_index(rhs[i], w_count, lane == 0 ? err : nullptr);
     const uint8_t* wm = w + ri * w_mat;
     const uint8_t* sm = scales + ri * g_mat;
     const T* xr = x + (li * M + m) * K;
