@@ -242,6 +242,52 @@ TEST(Compile, DisableCompile) {
   EXPECT_TRUE(all_close(out2[0], to_double(exp(x) + 1.0f), 0.0));
 }
 
+// MLX's CompileMode: no_fuse simplifies only, no_simplify fuses only,
+// disabled runs the function; each mode has its own trace; the results
+// are the same in every mode.
+TEST(Compile, CompileModes) {
+  int calls = 0;
+  ArrayFn c = compile([&calls](const std::vector<array>& in) -> std::vector<array> {
+    ++calls;
+    // Two identical subexpressions: simplification makes them one node.
+    return {exp(in[0]) * 2.0f + exp(in[0]) * 2.0f};
+  });
+  array x = random_array({33});
+  const std::vector<double> want = to_double(exp(x) * 2.0f + exp(x) * 2.0f);
+  auto check = [&](CompileMode m, int fused, int exps, int new_calls) {
+    set_compile_mode(m);
+    const int before = calls;
+    std::vector<array> out = c({x});
+    EXPECT_EQ(calls - before, new_calls) << static_cast<int>(m);
+    EXPECT_EQ(count_nodes(out, "Compiled"), fused) << static_cast<int>(m);
+    if (exps >= 0) EXPECT_EQ(count_nodes(out, "Unary"), exps) << static_cast<int>(m);
+    EXPECT_TRUE(all_close(out[0], want, 0.0)) << static_cast<int>(m);
+  };
+  check(CompileMode::no_fuse, 0, 1, 1);      // one exp after CSE, nothing fused
+  check(CompileMode::no_simplify, 1, 0, 1);  // fused, traced again for this mode
+  check(CompileMode::disabled, 0, 2, 1);     // the plain function
+  check(CompileMode::enabled, 1, 0, 1);
+  check(CompileMode::enabled, 1, 0, 0);      // cached
+  check(CompileMode::no_fuse, 0, 1, 0);      // cached too
+  enable_compile();
+}
+
+// shapeless is accepted (MLX's signature); Kiln traces per shape, so a
+// function of its input's shape is right for every shape.
+TEST(Compile, ShapelessAcceptedAndRightForEveryShape) {
+  ArrayFn c = compile(
+      [](const std::vector<array>& in) -> std::vector<array> {
+        return {reshape(in[0], {in[0].shape(0) * in[0].shape(1)}) + 1.0f};
+      },
+      /*shapeless=*/true);
+  for (Shape s : {Shape{2, 3}, Shape{4, 5}}) {
+    array x = random_array(s);
+    std::vector<array> out = c({x});
+    EXPECT_EQ(out[0].shape(), Shape({s[0] * s[1]}));
+    EXPECT_TRUE(all_close(out[0], to_double(reshape(x, {s[0] * s[1]}) + 1.0f), 0.0));
+  }
+}
+
 // Fusion of GPU nodes, checked on any machine: the graph is built from
 // primitives on a GPU stream and never evaluated. A GPU region takes at
 // most 256 ops and 32 inputs; nodes of another stream stay out.

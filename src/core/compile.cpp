@@ -30,7 +30,12 @@
 namespace kiln {
 namespace {
 
-std::atomic<bool> enabled{true};
+// The global CompileMode; the environment can switch compile off at start-up.
+CompileMode initial_mode() {
+  return std::getenv("KILN_DISABLE_COMPILE") || std::getenv("MLX_DISABLE_COMPILE") ? CompileMode::disabled
+                                                                                    : CompileMode::enabled;
+}
+std::atomic<CompileMode> mode{initial_mode()};
 std::atomic<int64_t> trace_count{0};
 std::mutex stats_mutex;
 detail::CompileStats last_stats;
@@ -504,15 +509,18 @@ struct CompiledFn {
 
 }  // namespace
 
-ArrayFn compile(ArrayFn fn) {
+ArrayFn compile(ArrayFn fn, bool /*shapeless: see compile.h*/) {
   if (!fn) throw Error("[compile] needs a function (got an empty std::function)");
   auto state = std::make_shared<CompiledFn>();
   state->fn = std::move(fn);
   return [state](const std::vector<array>& inputs) -> std::vector<array> {
     // Under a transformation the function runs as plain ops, which the
     // transformation's rules know (compile of a transformed function still fuses).
-    if (!enabled.load() || KeepGraphScope::active()) return state->fn(inputs);
-    std::string key = signature(inputs);
+    const CompileMode m = mode.load();
+    if (m == CompileMode::disabled || KeepGraphScope::active()) return state->fn(inputs);
+    const bool simplifying = m != CompileMode::no_simplify, fusing = m != CompileMode::no_fuse;
+    // A trace is made for one mode: switching modes traces again.
+    std::string key = std::to_string(static_cast<int>(m)) + "#" + signature(inputs);
     std::shared_ptr<const Trace> tr;
     {
       std::lock_guard lock(state->mutex);
@@ -522,10 +530,12 @@ ArrayFn compile(ArrayFn fn) {
     if (!tr) {
       detail::CompileStats stats;
       Trace raw = trace(state->fn, inputs, &stats.traced_nodes);
-      Trace simple = simplify(raw, inputs);
+      Trace simple = simplifying ? simplify(raw, inputs) : raw;
       stats.simplified_nodes = static_cast<int>(simple.nodes.size());
+      Trace done = fusing ? fuse(simple, inputs, &stats.fused_regions) : simple;
       // Simplified again: broadcasts every region read through are dead now.
-      auto fused = std::make_shared<Trace>(simplify(fuse(simple, inputs, &stats.fused_regions), inputs));
+      if (simplifying && fusing) done = simplify(done, inputs);
+      auto fused = std::make_shared<Trace>(std::move(done));
       stats.final_nodes = static_cast<int>(fused->nodes.size());
       stats.constants = static_cast<int>(fused->constants.size());
       trace_count.fetch_add(1);
@@ -541,8 +551,9 @@ ArrayFn compile(ArrayFn fn) {
   };
 }
 
-void disable_compile() { enabled = false; }
-void enable_compile() { enabled = true; }
+void disable_compile() { mode = CompileMode::disabled; }
+void enable_compile() { mode = CompileMode::enabled; }
+void set_compile_mode(CompileMode m) { mode = m; }
 
 namespace detail {
 int64_t compile_trace_count() { return trace_count.load(); }
