@@ -530,9 +530,9 @@ ArrayFn compile(ArrayFn fn, bool /*shapeless: see compile.h*/) {
     if (!tr) {
       detail::CompileStats stats;
       Trace raw = trace(state->fn, inputs, &stats.traced_nodes);
-      Trace simple = simplifying ? simplify(raw, inputs) : raw;
+      Trace simple = simplifying ? simplify(raw, inputs) : std::move(raw);
       stats.simplified_nodes = static_cast<int>(simple.nodes.size());
-      Trace done = fusing ? fuse(simple, inputs, &stats.fused_regions) : simple;
+      Trace done = fusing ? fuse(simple, inputs, &stats.fused_regions) : std::move(simple);
       // Simplified again: broadcasts every region read through are dead now.
       if (simplifying && fusing) done = simplify(done, inputs);
       auto fused = std::make_shared<Trace>(std::move(done));

@@ -24,6 +24,15 @@ __device__ __forceinline__ int64_t load_index(const char* p, Dtype t, int64_t i)
   }
 }
 
+// Writes a bad index into err, when there is one. Plain stores (no atomics
+// on host memory): any bad index may win.
+__device__ __forceinline__ void report_bad_index(IndexErrorSlot* err, int64_t v) {
+  if (!err) return;
+  volatile IndexErrorSlot* e = err;
+  e->value = v;
+  e->flag = 1;
+}
+
 // Element i wrapped once by extent; an index outside [0, extent) is written
 // to err (when there is one) and clamped, so nothing is read out of bounds.
 __device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i, int64_t extent,
@@ -31,12 +40,7 @@ __device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i,
   int64_t v = load_index(p, t, i);
   int64_t w = v < 0 ? v + extent : v;
   if (w >= 0 && w < extent) return w;
-  if (err) {
-    // Plain stores (no atomics on host memory): any bad index may win.
-    volatile IndexErrorSlot* e = err;
-    e->value = v;
-    e->flag = 1;
-  }
+  report_bad_index(err, v);
   return w < 0 ? 0 : extent - 1;
 }
 
@@ -44,11 +48,7 @@ __device__ __forceinline__ int64_t read_index(const char* p, Dtype t, int64_t i,
 // to err (when there is one) and clamped to extent - 1.
 __device__ __forceinline__ int64_t clamp_unsigned_index(int64_t v, int64_t extent, IndexErrorSlot* err) {
   if (v < extent) return v;
-  if (err) {
-    volatile IndexErrorSlot* e = err;
-    e->value = v;
-    e->flag = 1;
-  }
+  report_bad_index(err, v);
   return extent - 1;
 }
 
