@@ -7,8 +7,10 @@
 // so the CPU and CUDA kernels compute with the very same definitions
 // (+, -, *, / and the comparisons below); it converts to and from
 // std::complex<float> implicitly. It has no implicit conversion to float
-// (MLX's takes the real part) and no ordering operators: complex numbers
-// are not ordered, and the ops that order refuse complex64.
+// (MLX's takes the real part) and no ordering operators of its own; the
+// elementwise ops that order (less, greater, maximum, minimum, ...) order
+// complex64 as numpy and MLX do, by the real part and then the imaginary
+// part (src/backend/common/op_math.inc).
 #include <cmath>
 #include <complex>
 #include <type_traits>

@@ -128,12 +128,18 @@ array round(const array& a, int decimals, StreamOrDevice s = {});
 array bitwise_invert(const array& a, StreamOrDevice s = {});
 
 // ---- complex64 (MLX) ----
-// complex64 has abs (float32 result), negative, square, sqrt, exp, log, sin,
-// cos, add, subtract, multiply, divide, equal, not_equal, where, sum, prod,
-// matmul and the layout ops; the other elementwise ops and the ordering ops
-// (comparisons, maximum/minimum, sort, max/min, argmax, floor, ...) throw a
-// kiln::Error for complex64, as MLX's do. Differences from MLX: power,
-// tan/tanh and the other transcendental ops are not defined on complex64 yet.
+// complex64 has abs (float32 result), negative, square, sqrt, rsqrt, exp,
+// log, log1p, log2, log10, sin, cos, tan, arcsin, arccos, arctan, sinh,
+// cosh, tanh, arcsinh, arccosh, arctanh (principal branches, numpy's cuts),
+// sign (z / |z|; its gradient is zero, as MLX's), add, subtract, multiply,
+// divide, power (numpy's: z^0 = 1, 0^w = 0 for real w > 0, else NaN), the
+// comparisons and maximum / minimum (ordered by the real part, then the
+// imaginary part, as numpy and MLX), equal, not_equal, where, sum, prod,
+// mean, var, matmul and the layout ops. floor / ceil / round, expm1,
+// sigmoid, erf and arctan2 throw a kiln::Error for complex64, as MLX's do.
+// Differences from MLX: remainder, floor_divide and the ordering reductions
+// and sorts (max, min, argmax, argmin, sort, partition, the scans) refuse
+// complex64 too.
 // The complex conjugate; a real array is returned as it is.
 array conjugate(const array& a, StreamOrDevice s = {});
 array conj(const array& a, StreamOrDevice s = {});

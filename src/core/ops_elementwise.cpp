@@ -49,8 +49,12 @@ namespace {
 // complex64_t); the others refuse it here, before any kernel, as MLX's do.
 bool complex_unary(UnaryOp op) {
   switch (op) {
-    case UnaryOp::abs: case UnaryOp::negative: case UnaryOp::square: case UnaryOp::sqrt: case UnaryOp::exp:
-    case UnaryOp::log: case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::conjugate: case UnaryOp::logical_not:
+    case UnaryOp::abs: case UnaryOp::negative: case UnaryOp::square: case UnaryOp::sqrt: case UnaryOp::rsqrt:
+    case UnaryOp::exp: case UnaryOp::log: case UnaryOp::log1p: case UnaryOp::log2: case UnaryOp::log10:
+    case UnaryOp::sin: case UnaryOp::cos: case UnaryOp::tan: case UnaryOp::arcsin: case UnaryOp::arccos:
+    case UnaryOp::arctan: case UnaryOp::sinh: case UnaryOp::cosh: case UnaryOp::tanh: case UnaryOp::arcsinh:
+    case UnaryOp::arccosh: case UnaryOp::arctanh: case UnaryOp::sign: case UnaryOp::conjugate:
+    case UnaryOp::logical_not:
       return true;
     default: return false;
   }
@@ -58,7 +62,9 @@ bool complex_unary(UnaryOp op) {
 bool complex_binary(BinaryOp op) {
   switch (op) {
     case BinaryOp::add: case BinaryOp::subtract: case BinaryOp::multiply: case BinaryOp::divide:
-    case BinaryOp::equal: case BinaryOp::not_equal: case BinaryOp::logical_and: case BinaryOp::logical_or:
+    case BinaryOp::power: case BinaryOp::maximum: case BinaryOp::minimum: case BinaryOp::equal:
+    case BinaryOp::not_equal: case BinaryOp::less: case BinaryOp::less_equal: case BinaryOp::greater:
+    case BinaryOp::greater_equal: case BinaryOp::logical_and: case BinaryOp::logical_or:
       return true;
     default: return false;
   }

@@ -72,7 +72,10 @@ std::optional<array> unary_partial(UnaryOp op, const array& x, const array& y) {
     case UnaryOp::sinh: return cosh(x);
     case UnaryOp::cosh: return sinh(x);
     case UnaryOp::arcsinh: return rsqrt(square(x) + scalar(1.0, x));
-    case UnaryOp::arccosh: return rsqrt(square(x) - scalar(1.0, x));
+    case UnaryOp::arccosh:
+      // complex64: 1 / (sqrt(z - 1) sqrt(z + 1)), the branch the op takes.
+      if (is_complex(x.dtype())) return reciprocal_of(sqrt(x - scalar(1.0, x)) * sqrt(x + scalar(1.0, x)));
+      return rsqrt(square(x) - scalar(1.0, x));
     case UnaryOp::arctanh: return reciprocal_of(scalar(1.0, x) - square(x));
     case UnaryOp::log2: return reciprocal_of(x * scalar(std::numbers::ln2, x));
     case UnaryOp::log10: return reciprocal_of(x * scalar(std::numbers::ln10, x));

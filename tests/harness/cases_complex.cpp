@@ -55,7 +55,12 @@ struct ComplexUnary {
   UFn fn;
   cdouble (*ref)(cdouble);
   bool real_out;  // abs: a float32 result
+  // The imaginary parts' range: ops with a branch cut (or poles) on the
+  // real axis keep them away from it, so finite differences never cross it.
+  double im_lo = -1.5, im_hi = 1.5;
+  bool diff = true;  // sign: not complex-differentiable (MLX: a zero gradient)
 };
+constexpr double kOffAxis = 0.3;
 
 const ComplexUnary kUnary[] = {
     {"abs", "Unary:abs", abs, [](cdouble z) { return cdouble(std::abs(z)); }, true},
@@ -66,6 +71,21 @@ const ComplexUnary kUnary[] = {
     {"log", "Unary:log", log, [](cdouble z) { return std::log(z); }, false},
     {"sin", "Unary:sin", sin, [](cdouble z) { return std::sin(z); }, false},
     {"cos", "Unary:cos", cos, [](cdouble z) { return std::cos(z); }, false},
+    {"tan", "Unary:tan", tan, [](cdouble z) { return std::tan(z); }, false, kOffAxis},
+    {"arcsin", "Unary:arcsin", arcsin, [](cdouble z) { return std::asin(z); }, false, kOffAxis},
+    {"arccos", "Unary:arccos", arccos, [](cdouble z) { return std::acos(z); }, false, kOffAxis},
+    {"arctan", "Unary:arctan", arctan, [](cdouble z) { return std::atan(z); }, false},
+    {"sinh", "Unary:sinh", sinh, [](cdouble z) { return std::sinh(z); }, false},
+    {"cosh", "Unary:cosh", cosh, [](cdouble z) { return std::cosh(z); }, false},
+    {"tanh", "Unary:tanh", tanh, [](cdouble z) { return std::tanh(z); }, false},
+    {"arcsinh", "Unary:arcsinh", arcsinh, [](cdouble z) { return std::asinh(z); }, false},
+    {"arccosh", "Unary:arccosh", arccosh, [](cdouble z) { return std::acosh(z); }, false, kOffAxis},
+    {"arctanh", "Unary:arctanh", arctanh, [](cdouble z) { return std::atanh(z); }, false, kOffAxis},
+    {"log1p", "Unary:log1p", log1p, [](cdouble z) { return std::log(1.0 + z); }, false},
+    {"log2", "Unary:log2", log2, [](cdouble z) { return std::log(z) / std::log(2.0); }, false},
+    {"log10", "Unary:log10", log10, [](cdouble z) { return std::log10(z); }, false},
+    {"rsqrt", "Unary:rsqrt", rsqrt, [](cdouble z) { return 1.0 / std::sqrt(z); }, false},
+    {"sign", "Unary:sign", sign, [](cdouble z) { return z / std::abs(z); }, false, -1.5, 1.5, false},
     {"conjugate", "Unary:conjugate", conjugate, [](cdouble z) { return std::conj(z); }, false},
     {"conj", "Unary:conjugate", conj, [](cdouble z) { return std::conj(z); }, false},
     {"real", "Real", real, [](cdouble z) { return cdouble(z.real()); }, true},
@@ -86,7 +106,7 @@ void register_unary() {
              return u.real_out ? Arrays{r} : parts(r);
            },
            // Away from 0 and the negative real axis (log's and sqrt's cut).
-           .inputs = {in(s, 0.2, 2.0), in(s, -1.5, 1.5)},
+           .inputs = {in(s, 0.2, 2.0), in(s, u.im_lo, u.im_hi)},
            .dtypes = {float32},
            .ref = [u, s, transpose_z](const Arrays& x) {
              CTensor z = ctensor(x[0], x[1], s);
@@ -94,11 +114,14 @@ void register_unary() {
              for (auto& v : z.v) v = u.ref(v);
              return split(z, u.real_out);
            },
-           .diff = {0, 1},
+           .diff = u.diff ? std::vector<int>{0, 1} : std::vector<int>{},
            .fd_rtol = kComplexFd});
     }
   }
 }
+
+// numpy's order of complex numbers: the real part, then the imaginary part.
+bool complex_less(cdouble a, cdouble b) { return a.real() < b.real() || (a.real() == b.real() && a.imag() < b.imag()); }
 
 struct ComplexBinary {
   const char* op;
@@ -112,6 +135,10 @@ void register_binary() {
       {"subtract", subtract, [](cdouble a, cdouble b) { return a - b; }},
       {"multiply", multiply, [](cdouble a, cdouble b) { return a * b; }},
       {"divide", divide, [](cdouble a, cdouble b) { return a / b; }},
+      // a ranges over the whole square (-2, 2)^2, across log's cut: power's
+      // own cases below keep a in the right half-plane.
+      {"maximum", maximum, [](cdouble a, cdouble b) { return complex_less(b, a) ? a : b; }},
+      {"minimum", minimum, [](cdouble a, cdouble b) { return complex_less(a, b) ? a : b; }},
   };
   for (const auto& b : kBinary) {
     for (bool broadcast : {false, true}) {
@@ -145,6 +172,55 @@ void register_binary() {
          },
          .diff = {0, 1, 2},
          .fd_rtol = kComplexFd});
+  }
+  // power: z in the right half-plane (log's cut is the negative real axis).
+  for (bool broadcast : {false, true}) {
+    Shape sa{3, 4}, sb = broadcast ? Shape{4} : Shape{3, 4};
+    add({.op = "power",
+         .primitive = "Binary:power",
+         .name = std::string("complex64 (3,4) ") + test::fmt(sb),
+         .fn = [](const Arrays& x) { return parts(power(cplx(x[0], x[1]), cplx(x[2], x[3]))); },
+         .inputs = {in(sa, 0.2, 2.0), in(sa, -1.5, 1.5), in(sb, -1.5, 1.5), in(sb, -1.0, 1.0)},
+         .dtypes = {float32},
+         .ref = [sa](const Arrays& x) {
+           CTensor p = ctensor(x[0], x[1], sa), q = ctensor(x[2], x[3], sa);
+           for (size_t i = 0; i < p.v.size(); ++i) p.v[i] = std::pow(p.v[i], q.v[i]);
+           return split(p);
+         },
+         .diff = {0, 1, 2, 3},
+         .fd_rtol = kComplexFd});
+  }
+  // The orderings: w shares z's real part in about half of the elements
+  // (x[2] > 0) and is z itself in about a quarter (x[2] > 1), so the
+  // imaginary part decides and ties occur.
+  using CmpFn = array (*)(const array&, const array&, StreamOrDevice);
+  const std::tuple<const char*, CmpFn, bool (*)(cdouble, cdouble)> kCompare[] = {
+      {"less", less, [](cdouble a, cdouble b) { return complex_less(a, b); }},
+      {"less_equal", less_equal, [](cdouble a, cdouble b) { return !complex_less(b, a); }},
+      {"greater", greater, [](cdouble a, cdouble b) { return complex_less(b, a); }},
+      {"greater_equal", greater_equal, [](cdouble a, cdouble b) { return !complex_less(a, b); }},
+  };
+  for (const auto& [op, fn, ref] : kCompare) {
+    add({.op = op,
+         .primitive = std::string("Binary:") + op,
+         .name = "complex64 (3,4), ties",
+         .fn = [fn](const Arrays& x) {
+           array zero = array(0.0, x[2].dtype()), one = array(1.0, x[2].dtype());
+           array w = cplx(where(x[2] > zero, x[0], x[3]), where(x[2] > one, x[1], x[4]));
+           return Arrays{fn(cplx(x[0], x[1]), w, {})};
+         },
+         .inputs = {in({3, 4}), in({3, 4}), in({3, 4}), in({3, 4}), in({3, 4})},
+         .dtypes = {float32},
+         .ref = [ref](const Arrays& x) {
+           auto a = values(x[0]), b = values(x[1]), c = values(x[2]), d = values(x[3]), e = values(x[4]);
+           std::vector<double> r;
+           for (size_t i = 0; i < a.size(); ++i) {
+             cdouble z(a[i], b[i]), w(c[i] > 0 ? a[i] : d[i], c[i] > 1 ? b[i] : e[i]);
+             r.push_back(ref(z, w) ? 1.0 : 0.0);
+           }
+           return std::vector<std::vector<double>>{r};
+         },
+         .vmap = true});
   }
   // equal / not_equal: half of the elements of w are z's own.
   for (bool eq : {true, false}) {
@@ -450,7 +526,7 @@ void register_eig() {
        .primitive = "Eig",
        .name = "(2,3,3) trace and det",
        .fn = [](const Arrays& x) {
-         array w = linalg::eigvals(x[0], Device::cpu);
+         array w = linalg::eigvals(x[0]);
          return Arrays{real(sum(w, -1)), imag(sum(w, -1)), real(prod(w, -1))};
        },
        .inputs = {in(s)},
@@ -472,7 +548,7 @@ void register_eig() {
        .primitive = "Eig",
        .name = "(2,3,3) residual and unit vectors",
        .fn = [](const Arrays& x) {
-         auto [w, v] = linalg::eig(x[0], Device::cpu);
+         auto [w, v] = linalg::eig(x[0]);
          array a = astype(x[0], complex64);
          array residual = abs(matmul(a, v) - v * expand_dims(w, -2));
          return Arrays{residual, sum(square(abs(v)), -2)};
