@@ -17,13 +17,6 @@ namespace kiln::linalg {
 
 namespace {
 
-void check_cpu(const char* op, Stream st) {
-  if (st.device.type == Device::gpu) {
-    throw Error(std::string("[") + op +
-                "] is not supported on the GPU yet; pass a CPU stream (e.g. Device::cpu) to run it");
-  }
-}
-
 void check_float(const char* op, const array& a) {
   if (a.dtype() != float32 && a.dtype() != float64) {
     fail(op, std::string("needs float32 or float64 (Kiln also takes float64), got ") + dtype_name(a.dtype()), {&a});
@@ -42,7 +35,6 @@ void check_matrix(const char* op, const array& a, bool square) {
 // The usual checks of a decomposition; returns the stream.
 Stream checked(const char* op, const array& a, bool square, StreamOrDevice s) {
   Stream st = to_stream(s);
-  check_cpu(op, st);
   check_float(op, a);
   check_matrix(op, a, square);
   return st;
@@ -271,7 +263,6 @@ std::pair<array, array> lu_factor(const array& a, StreamOrDevice s) {
 namespace {
 // The checks of solve and solve_triangular; returns the common dtype.
 Dtype check_solve(const char* op, const array& a, const array& b, Stream st) {
-  check_cpu(op, st);
   if (a.ndim() < 2) fail(op, "the first input needs at least 2 dimensions", {&a, &b});
   if (b.ndim() < 1) fail(op, "the second input needs at least 1 dimension", {&a, &b});
   if (a.shape(-1) != a.shape(-2)) fail(op, "the first input must be square matrices", {&a, &b});
@@ -384,7 +375,6 @@ std::pair<array, array> eigh(const array& a, std::string UPLO, StreamOrDevice s)
 namespace {
 Stream check_det(const char* op, const array& a, StreamOrDevice s) {
   Stream st = to_stream(s);
-  check_cpu(op, st);
   check_matrix(op, a, true);
   return st;
 }
