@@ -6,16 +6,46 @@
 //   and biases (checked by tests/cuda/test_cuda_quant.cpp).
 // - dequantize: a thread per value, product and sum rounded separately
 //   (MLX's multiply then add in the scales' dtype).
-// - QMV (transposed w, M <= 8, bits 2 / 4 / 8: decode; `kiln bench` rows
-//   qmv_affine4 / qmv_affine8): a warp owns R rows of w (R = 4 for M <= 2)
-//   and each lane streams every 32nd 16-byte vector of them, R loads in
-//   flight. A value is unpacked with a shift, a mask and the 2^23 trick (no
-//   int->float conversion, a quarter-rate instruction), and the dot is
-//   arranged per word: t = sum_e q_e x_e, acc += s t + b sum_e x_e, so a
-//   value costs about one fma per row of x and each 16-byte load of x
-//   serves R rows. At about 4 instructions per 4-bit value (128 per clock
-//   per SM) the 4-bit kernel is near instruction-bound at the 3.6 TB/s
-//   target: measure before going further (bf16x2 unpacking is next).
+// - QMV, bf16 / fp16 x, bits 4 / 8, groups of 32 / 64 / 128 (transposed w,
+//   M <= 8: decode; `kiln bench` rows qmv_affine4 / qmv_affine8):
+//   qmv_mma_kernel, on the tensor cores (mma.sync m16n8k16, fp32
+//   accumulation). A = 16 rows of w straight from the packed words: one
+//   LOP3 makes two values (magic | q is the half-precision number magic + q,
+//   magic = 128 in bf16 and 1024 in fp16; fp16 8-bit takes bytes with a
+//   PRMT; bf16 has too few mantissa bits for a byte, so 8-bit bf16 is two
+//   nibble mmas, lo + 16 hi). B = x, column m = row m of x (M <= 8 columns,
+//   unused columns zero), its k order permuted (PRMT) to match the pairs.
+//   The mma of a k16 slice stays inside one group, so C per group is
+//   sum (magic + q) x, and y += s C + (b - magic s) X with X the group's sum
+//   of x, from a second mma with A = ones. Each lane of a quad loads its
+//   gs * bits / 128 bytes of a row per group; a CTA owns 16 or 32 rows and
+//   its warps split K (reduced in shared memory). About 1 instruction per
+//   4-bit value instead of 4, and the time no longer grows with M.
+//   Measured on the H200 (.qmvlab in the lead's checkout; N 14336, K 4096,
+//   gs 64, rotating sets past the L2, back-to-back launches; copy 4244 GB/s):
+//     bits  x     M=1      M=2      M=4      M=8     (old kernel M=1 / M=8)
+//     4     bf16  20.3 us  20.3 us  20.4 us  20.6 us (26.1 / 125.2 us)
+//     4     fp16  20.2     20.3     20.4     20.6    (25.3 / 125.1)
+//     8     bf16  29.5     29.5     29.7     30.2    (31.7 / 133.8)
+//     8     fp16  22.0     22.1     22.4     24.6    (31.0 / 134.7)
+//   i.e. 1.62 TB/s (0.38 of copy) for 4 bits and 2.1 / 2.8 TB/s for 8 bits:
+//   short of the 0.85 target. A plain read-only streaming kernel over the
+//   same 33 MB, launched the same way, reaches only 3.2 TB/s (0.77; 3.8 TB/s
+//   over 62 MB): launch ramp and tail are a fixed ~2 us at this size. The
+//   time is flat across configurations (rows per CTA, warps, chunk depth,
+//   register double buffering) and across M, and 8-bit fp16 moves twice the
+//   bytes of 4-bit in about the same time. The likely cause (a guess, no
+//   counters read yet): each quad reads 32 bytes of a row per group, so a
+//   warp load touches 8 rows x 32 bytes (one sector per 128-byte line), too
+//   few bytes in flight per request. Next (written, not yet measured: qmv_tc4 in the lab): a
+//   per-warp cp.async ring that copies whole 128-byte row chunks and x to
+//   shared memory, fragments then read with conflict-free LDS.
+// - QMV otherwise (float32 x, bits 2, odd alignment): qmv_kernel, a warp
+//   owns R rows of w (R = 4 for M <= 2) and each lane streams every 32nd
+//   16-byte vector of them, R loads in flight. A value is unpacked with a
+//   shift, a mask and the 2^23 trick, and the dot is arranged per word:
+//   t = sum_e q_e x_e, acc += s t + b sum_e x_e (about 4 instructions per
+//   4-bit value: instruction-bound near 1.3 TB/s, and the cost grows with M).
 // - QMM (everything else; `kiln bench` row qmm_affine4): w is dequantized
 //   into a scratch buffer of x's dtype, then cuBLASLt multiplies
 //   (cuda::gemm_rowmajor in matmul.cpp). Not yet the fused shared-memory +
@@ -224,6 +254,223 @@ __global__ void __launch_bounds__(kQmvWarps * 32) qmv_kernel(const T* __restrict
   }
 }
 
+// ---- QMV on the tensor cores (bf16 / fp16 x, bits 4 / 8; header comment).
+
+// d += a * b, m16n8k16, fp32 accumulation.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+struct MmaHalf {
+  static constexpr bool bf = std::is_same_v<T, __nv_bfloat16>;
+  static constexpr uint32_t magic2 = bf ? 0x43004300u : 0x64006400u;  // 128 | q, 1024 | q, two at a time
+  static constexpr float magic = bf ? 128.f : 1024.f;
+  static constexpr uint32_t one2 = bf ? 0x3F803F80u : 0x3C003C00u;
+};
+
+template <typename T>
+__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(h << 16);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+
+// NW consecutive words, evict-first.
+template <int NW>
+__device__ __forceinline__ void load_words(const uint32_t* p, uint32_t (&v)[NW]) {
+  if constexpr (NW == 1) {
+    v[0] = __ldcs(p);
+  } else if constexpr (NW == 2) {
+    uint2 u = __ldcs(reinterpret_cast<const uint2*>(p));
+    v[0] = u.x, v[1] = u.y;
+  } else {
+#pragma unroll
+    for (int c = 0; c < NW / 4; ++c) {
+      uint4 u = __ldcs(reinterpret_cast<const uint4*>(p) + c);
+      v[4 * c] = u.x, v[4 * c + 1] = u.y, v[4 * c + 2] = u.z, v[4 * c + 3] = u.w;
+    }
+  }
+}
+
+// A CTA owns 16 * TILES rows; warp wi takes a contiguous range of groups
+// and streams it U groups at a time. Lane (gid, tq) holds rows gid and
+// gid + 8 of each tile and the tq-th quarter of every group (TW words).
+// Needs 16-byte aligned w and x, K % gs == 0, N * K * BITS / 32 < 2^31.
+template <typename T, int BITS, int GS, int TILES, int WARPS, int U, int MINB>
+__global__ void __launch_bounds__(WARPS * 32, MINB)
+    qmv_mma_kernel(const T* __restrict__ x, const uint32_t* __restrict__ w, const T* __restrict__ scales,
+                   const T* __restrict__ biases, T* __restrict__ y, int M, int N, int K) {
+  using H = MmaHalf<T>;
+  constexpr bool kNibbles8 = BITS == 8 && H::bf;  // 8-bit bf16: lo and hi nibbles, two mmas
+  constexpr int WPG = GS * BITS / 32;             // words per row and group
+  constexpr int TW = WPG / 4;                     // of them per lane
+  constexpr int VPW = 32 / BITS;
+  constexpr int SL = (U + 3) / 4;                 // scale|bias words per lane and chunk
+  constexpr float kOff = kNibbles8 ? 17.f * 128.f : H::magic;
+  __shared__ float red[WARPS][16 * TILES][9];
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+  const int gid = lane >> 2, tq = lane & 3;
+  const int G = K / GS, words = K * BITS / 32;
+  const int row0 = blockIdx.x * 16 * TILES;
+  const uint16_t* sp = reinterpret_cast<const uint16_t*>(scales);
+  const uint16_t* bp = reinterpret_cast<const uint16_t*>(biases);
+  int woff[TILES][2], soff[TILES][2];  // rows past N read row N - 1 and are dropped
+#pragma unroll
+  for (int t = 0; t < TILES; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = min(row0 + t * 16 + gid + 8 * h, N - 1);
+      woff[t][h] = r * words + tq * TW;
+      soff[t][h] = r * G;
+    }
+  const bool xrow = gid < M;  // B column gid is row gid of x; the others are zero
+  const T* xp = x + (xrow ? gid : 0) * K + tq * (GS / 4);
+  const int gper = (G + WARPS - 1) / WARPS;
+  const int g0 = wi * gper, g1 = min(G, g0 + gper);
+  float acc[TILES][4] = {};
+  for (int gb = g0; gb < g1; gb += U) {
+    uint32_t wv[U][TILES][2][TW];
+    uint32_t sb[TILES][2][SL];  // lane tq holds groups gb + tq + 4 i (scale | bias << 16)
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int g = min(gb + u, g1 - 1);
+#pragma unroll
+      for (int t = 0; t < TILES; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) load_words<TW>(w + woff[t][h] + g * WPG, wv[u][t][h]);
+    }
+#pragma unroll
+    for (int i = 0; i < SL; ++i) {
+      const int g = min(gb + tq + 4 * i, g1 - 1);
+#pragma unroll
+      for (int t = 0; t < TILES; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          sb[t][h][i] = static_cast<uint32_t>(__ldg(sp + soff[t][h] + g)) |
+                        (static_cast<uint32_t>(__ldg(bp + soff[t][h] + g)) << 16);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (gb + u >= g1) break;
+      const int g = gb + u;
+      float cw[TILES][4] = {}, ch[TILES][4] = {}, cx[4] = {};
+#pragma unroll
+      for (int j = 0; j < TW; ++j) {
+        const T* xk = xp + g * GS + j * VPW;
+        if constexpr (BITS == 4) {  // pairs (q0, q4) (q1, q5) (q2, q6) (q3, q7) of a word
+          uint4 xv = make_uint4(0, 0, 0, 0);
+          if (xrow) xv = __ldg(reinterpret_cast<const uint4*>(xk));
+          const uint32_t b00 = __byte_perm(xv.x, xv.z, 0x5410), b01 = __byte_perm(xv.x, xv.z, 0x7632);
+          const uint32_t b10 = __byte_perm(xv.y, xv.w, 0x5410), b11 = __byte_perm(xv.y, xv.w, 0x7632);
+          mma16816<T>(cx, H::one2, H::one2, H::one2, H::one2, b00, b01);
+          mma16816<T>(cx, H::one2, H::one2, H::one2, H::one2, b10, b11);
+#pragma unroll
+          for (int t = 0; t < TILES; ++t) {
+            uint32_t p0[4], p1[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              p0[e] = ((wv[u][t][0][j] >> (4 * e)) & 0x000F000Fu) | H::magic2;
+              p1[e] = ((wv[u][t][1][j] >> (4 * e)) & 0x000F000Fu) | H::magic2;
+            }
+            mma16816<T>(cw[t], p0[0], p1[0], p0[1], p1[1], b00, b01);
+            mma16816<T>(cw[t], p0[2], p1[2], p0[3], p1[3], b10, b11);
+          }
+        } else if constexpr (kNibbles8) {  // (lo b0, lo b2) (hi b0, hi b2) (lo b1, lo b3) (hi b1, hi b3)
+          uint2 xv = make_uint2(0, 0);
+          if (xrow) xv = __ldg(reinterpret_cast<const uint2*>(xk));
+          const uint32_t b0 = __byte_perm(xv.x, xv.y, 0x5410), b1 = __byte_perm(xv.x, xv.y, 0x7632);
+          mma16816<T>(cx, H::one2, H::one2, H::one2, H::one2, b0, b1);
+#pragma unroll
+          for (int t = 0; t < TILES; ++t) {
+            uint32_t p0[4], p1[4];
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              p0[e] = ((wv[u][t][0][j] >> (4 * e)) & 0x000F000Fu) | H::magic2;
+              p1[e] = ((wv[u][t][1][j] >> (4 * e)) & 0x000F000Fu) | H::magic2;
+            }
+            mma16816<T>(cw[t], p0[0], p1[0], p0[2], p1[2], b0, b1);
+            mma16816<T>(ch[t], p0[1], p1[1], p0[3], p1[3], b0, b1);
+          }
+        } else {  // fp16, 8 bits: 0x64 | byte, bytes in order
+          uint2 xv = make_uint2(0, 0);
+          if (xrow) xv = __ldg(reinterpret_cast<const uint2*>(xk));
+          mma16816<T>(cx, H::one2, H::one2, H::one2, H::one2, xv.x, xv.y);
+#pragma unroll
+          for (int t = 0; t < TILES; ++t) {
+            const uint32_t w0 = wv[u][t][0][j], w1 = wv[u][t][1][j];
+            mma16816<T>(cw[t], __byte_perm(w0, 0x64646464u, 0x4140), __byte_perm(w1, 0x64646464u, 0x4140),
+                        __byte_perm(w0, 0x64646464u, 0x4342), __byte_perm(w1, 0x64646464u, 0x4342), xv.x, xv.y);
+          }
+        }
+      }
+      // C element 2 h + i: row gid + 8 h, column (row of x) 2 tq + i.
+#pragma unroll
+      for (int t = 0; t < TILES; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t v = __shfl_sync(0xffffffffu, sb[t][h][u / 4], (lane & ~3) | (u & 3));
+          const float s = half_bits_to_float<T>(v & 0xffffu), b = half_bits_to_float<T>(v >> 16);
+          const float bo = fmaf(-kOff, s, b);
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            float c = cw[t][2 * h + i];
+            if constexpr (kNibbles8) c = fmaf(16.f, ch[t][2 * h + i], c);
+            acc[t][2 * h + i] = fmaf(s, c, fmaf(bo, cx[i], acc[t][2 * h + i]));
+          }
+        }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < TILES; ++t)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) red[wi][t * 16 + gid + 8 * h][2 * tq + i] = acc[t][2 * h + i];
+  __syncthreads();
+  for (int o = threadIdx.x; o < 16 * TILES * M; o += WARPS * 32) {
+    const int m = o / (16 * TILES), r = o % (16 * TILES);
+    float v = 0.f;
+#pragma unroll
+    for (int k = 0; k < WARPS; ++k) v += red[k][r][m];
+    if (row0 + r < N) y[static_cast<int64_t>(m) * N + row0 + r] = static_cast<T>(v);
+  }
+}
+
+template <typename T, int BITS, int GS, int TILES, int WARPS, int U, int MINB>
+void launch_qmv_mma_cfg(const T* x, const uint32_t* w, const T* s, const T* b, T* y, int M, int N, int K,
+                        cudaStream_t st) {
+  const unsigned grid = static_cast<unsigned>((N + 16 * TILES - 1) / (16 * TILES));
+  qmv_mma_kernel<T, BITS, GS, TILES, WARPS, U, MINB><<<grid, WARPS * 32, 0, st>>>(x, w, s, b, y, M, N, K);
+}
+
+// The configuration per (bits, group size) is the one checked and timed in
+// the lab: 4-bit 32 rows x 4 warps (16 rows x 8 warps is as fast within
+// 3%), 8-bit 16 rows x 8 warps; U groups per chunk keep 16-32 words per lane.
+template <typename T>
+void launch_qmv_mma(const T* x, const uint32_t* w, const T* s, const T* b, T* y, int64_t M, int64_t N, int64_t K,
+                    int bits, int gs, cudaStream_t st) {
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  if (bits == 4) {
+    if (gs == 32) launch_qmv_mma_cfg<T, 4, 32, 2, 8, 4, 2>(x, w, s, b, y, m, n, k, st);
+    if (gs == 64) launch_qmv_mma_cfg<T, 4, 64, 2, 4, 4, 4>(x, w, s, b, y, m, n, k, st);
+    if (gs == 128) launch_qmv_mma_cfg<T, 4, 128, 2, 8, 2, 2>(x, w, s, b, y, m, n, k, st);
+  } else {
+    if (gs == 32) launch_qmv_mma_cfg<T, 8, 32, 1, 8, 4, 2>(x, w, s, b, y, m, n, k, st);
+    if (gs == 64) launch_qmv_mma_cfg<T, 8, 64, 1, 8, 2, 3>(x, w, s, b, y, m, n, k, st);
+    if (gs == 128) launch_qmv_mma_cfg<T, 8, 128, 1, 8, 1, 3>(x, w, s, b, y, m, n, k, st);
+  }
+}
+
 // Any bits, any alignment: a warp per (row of x, row of w), value by value.
 template <typename T>
 __global__ void qmv_generic(const T* __restrict__ x, const uint32_t* __restrict__ w, const T* __restrict__ scales,
@@ -324,6 +571,18 @@ void product_2d(Dtype t, const T* x, const uint32_t* w, const T* s, const T* b, 
   // float64 (references, transformation checks) takes the dense path in double.
   bool vec_ok = words % 4 == 0 && aligned16(w) && aligned16(x) && (K * sizeof(T)) % 16 == 0 &&
                 !std::is_same_v<T, double>;
+  constexpr bool kHalf = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+  if constexpr (kHalf) {
+    // Tensor-core QMV: 32-bit offsets into w and scales.
+    bool mma_ok = transpose && M <= 8 && vec_ok && (p.bits == 4 || p.bits == 8) &&
+                  (p.group_size == 32 || p.group_size == 64 || p.group_size == 128) && K % p.group_size == 0 &&
+                  N * words < (int64_t{1} << 31) && M * K < (int64_t{1} << 31);
+    if (mma_ok) {
+      launch_qmv_mma<T>(x, w, s, b, y, M, N, K, p.bits, p.group_size, st);
+      KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+      return;
+    }
+  }
   if (!std::is_same_v<T, double> && transpose && M <= 8 && vec_ok && (p.bits == 2 || p.bits == 4 || p.bits == 8)) {
     if (p.bits == 2) launch_qmv<T, 2>(x, w, s, b, y, M, N, K, p.group_size, st);
     if (p.bits == 4) launch_qmv<T, 4>(x, w, s, b, y, M, N, K, p.group_size, st);
