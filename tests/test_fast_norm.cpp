@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/cpu_features.h"
 #include "core/primitives_fast_norm.h"
 #include "kiln/fast.h"
 #include "test_layouts.h"
@@ -115,6 +116,46 @@ TEST(FastNorm, LayerNormMatchesReferenceAndFallback) {
 
 // Rows whose mean is far from zero: a variance from plain sums of x and
 // x^2 would cancel to noise in float32.
+// The written-out AVX-512 kernels (with and without AVX512-BF16) sum and
+// round as the portable loops do: the same bits at every level, with odd
+// widths (vector tails), weights, biases and a denormal input. One
+// exception: float32 layer_norm with a bias, where GCC contracts the
+// portable loop's v * w + b into one fused multiply-add and the AVX-512
+// kernel rounds the product first, as the fallback's separate ops do
+// (within an ulp).
+TEST(FastNorm, EveryKernelLevelGivesTheSameBits) {
+  for (Dtype t : {float32, bfloat16, float16}) {
+    for (int d : {7, 37, 4099}) {
+      array x = astype(random_array({9, d}), t);
+      if (t == bfloat16) x = where(arange(d) == array(3), array(1e-39f, t), x);  // a denormal bf16 value
+      array w = astype(random_array({d}), t), b = astype(random_array({d}), t);
+      std::vector<std::vector<double>> first;
+      for (auto level : {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512,
+                         cpu::CpuTarget::avx512_bf16}) {
+        cpu::set_cpu_target_override(level);
+        std::vector<array> ys = {fast::rms_norm(x, w, 1e-5f), fast::rms_norm(x, std::nullopt, 1e-5f),
+                                 fast::layer_norm(x, w, b, 1e-5f), fast::layer_norm(x, std::nullopt, std::nullopt, 1e-5f)};
+        std::vector<std::vector<double>> vals;
+        for (auto& y : ys) vals.push_back(to_double(y));
+        cpu::clear_cpu_target_override();
+        if (first.empty()) {
+          first = vals;
+          continue;
+        }
+        const bool portable_first = level == cpu::CpuTarget::avx512;  // first is the portable loop's
+        for (size_t k = 0; k < vals.size(); ++k) {
+          const double tol = portable_first && t == float32 && k == 2 ? 2.4e-7 : 0.0;
+          for (size_t i = 0; i < vals[k].size(); ++i)
+            ASSERT_LE(std::fabs(vals[k][i] - first[k][i]), tol * std::fabs(first[k][i]))
+                << dtype_name(t) << " d " << d << " output " << k << " element " << i << " level "
+                << cpu::cpu_target_name(level);
+        }
+        if (portable_first) first = vals;  // the AVX-512 levels agree bit for bit
+      }
+    }
+  }
+}
+
 TEST(FastNorm, LayerNormLargeMean) {
   array x = add(random_array({4, 1000}, float32), array(3000.0f));
   array y = fast::layer_norm(x, std::nullopt, std::nullopt, 1e-5f);
