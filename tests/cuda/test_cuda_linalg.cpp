@@ -1,9 +1,12 @@
 // kiln::linalg and einsum with a GPU present (label `cuda`): the
-// decompositions on GPU streams (cuSOLVER) match the CPU (LAPACK) and fail
-// as it does, run on a CPU stream over data made on the GPU, and einsum
-// (ordinary ops) on the GPU matches the CPU. Skips without a GPU.
+// decompositions refuse GPU streams by default; with KILN_GPU_LINALG=1 they
+// run through cuSOLVER and must match the CPU (LAPACK) and fail as it does;
+// they run on a CPU stream over data made on the GPU; einsum (ordinary ops)
+// on the GPU matches the CPU. Skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -21,12 +24,40 @@ class GpuLinalg : public ::testing::Test {
   }
 };
 
+bool cusolver_enabled() {
+  const char* v = std::getenv("KILN_GPU_LINALG");
+  return v && std::string(v) == "1";
+}
+
 array well(const array& x) { return add(x, multiply(eye(x.shape(-1), x.dtype()), array(8.0f, x.dtype()))); }
 
-// Every decomposition on a GPU stream (cuSOLVER) against the CPU (LAPACK),
+// Without KILN_GPU_LINALG=1 (the default) GPU streams are refused with
+// advice to use a CPU stream, as MLX's are.
+TEST_F(GpuLinalg, GpuStreamsAreRefusedClearly) {
+  if (cusolver_enabled()) GTEST_SKIP() << "KILN_GPU_LINALG=1: GPU streams take the cuSOLVER path";
+  array a = well(test::random_array({4, 4}));
+  for (auto f : {+[](const array& m) { linalg::inv(m, Device::gpu); },
+                 +[](const array& m) { linalg::qr(m, Device::gpu); },
+                 +[](const array& m) { linalg::svd(m, true, Device::gpu); },
+                 +[](const array& m) { linalg::cholesky(m, false, Device::gpu); },
+                 +[](const array& m) { linalg::eigh(m, "L", Device::gpu); },
+                 +[](const array& m) { linalg::lu_factor(m, Device::gpu); }}) {
+    try {
+      f(a);
+      ADD_FAILURE() << "a GPU stream was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("CPU stream"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The cuSOLVER path (KILN_GPU_LINALG=1 only): every decomposition on a GPU
+// stream against the CPU (LAPACK),
 // batched, float32 and float64, through invariants where the factors are
-// unique only up to signs.
+// unique only up to signs. (Session 9: this did not finish on the H200;
+// KILN_TEST_VERBOSE=1 names each case as it starts.)
 TEST_F(GpuLinalg, DecompositionsMatchTheCpu) {
+  if (!cusolver_enabled()) GTEST_SKIP() << "set KILN_GPU_LINALG=1 for the cuSOLVER path";
   for (Dtype t : {float32, float64}) {
     const double tol = t == float64 ? 1e-9 : 2e-4;
     array x = astype(test::random_array({3, 5, 5}), t);
@@ -76,6 +107,7 @@ TEST_F(GpuLinalg, DecompositionsMatchTheCpu) {
          }},
     };
     for (const auto& [name, fn] : cases) {
+      if (std::getenv("KILN_TEST_VERBOSE")) std::fprintf(stderr, "case %s %s\n", name, dtype_name(t));
       auto cpu = fn(Device::cpu), gpu = fn(Device::gpu);
       ASSERT_EQ(cpu.size(), gpu.size()) << name;
       for (size_t k = 0; k < cpu.size(); ++k) {
@@ -92,6 +124,7 @@ TEST_F(GpuLinalg, DecompositionsMatchTheCpu) {
 
 // A singular or indefinite matrix is the CPU's kiln::Error on the GPU too.
 TEST_F(GpuLinalg, FailuresAreErrorsNamingTheOp) {
+  if (!cusolver_enabled()) GTEST_SKIP() << "set KILN_GPU_LINALG=1 for the cuSOLVER path";
   array singular = array({1.0f, 2.0f, 2.0f, 4.0f}, {2, 2});
   EXPECT_TRUE(test::throws_error([&] { linalg::inv(singular, Device::gpu).eval(); }, {"[linalg::inv]", "singular"}));
   array indefinite = array({1.0f, 2.0f, 2.0f, 1.0f}, {2, 2});
@@ -105,6 +138,7 @@ TEST_F(GpuLinalg, FailuresAreErrorsNamingTheOp) {
 // cuSOLVER node makes its batch run outside a CUDA graph, with the right
 // result every time.
 TEST_F(GpuLinalg, RepeatedStepsWithOtherOps) {
+  if (!cusolver_enabled()) GTEST_SKIP() << "set KILN_GPU_LINALG=1 for the cuSOLVER path";
   array x = test::random_array({4, 4});
   StreamContext ctx(Device::gpu);
   for (int i = 0; i < 5; ++i) {
