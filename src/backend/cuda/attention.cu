@@ -1,4 +1,5 @@
-// ScaledDotProductAttention on the GPU, and the decode kernel.
+// ScaledDotProductAttention on the GPU, and the float32 decode kernel
+// (float16 / bfloat16 decode runs on tensor cores: attention_decode.cu).
 //
 // Decode (kiln bench: sdpa_decode_gqa) is a stream over K and V: a query
 // position's few rows (query heads x positions of one KV head, at most
@@ -242,8 +243,6 @@ void launch_sdpa_decode(const SdpaParams& p, int splits, float* scratch, cudaStr
   }
 }
 template void launch_sdpa_decode<float>(const SdpaParams&, int, float*, cudaStream_t);
-template void launch_sdpa_decode<__half>(const SdpaParams&, int, float*, cudaStream_t);
-template void launch_sdpa_decode<__nv_bfloat16>(const SdpaParams&, int, float*, cudaStream_t);
 
 }  // namespace cuda
 
@@ -308,12 +307,15 @@ void ScaledDotProductAttention::eval_gpu(const std::vector<array>& inputs, array
   cudaStream_t s = cuda::current_stream();
   const bool decode = p.n_q_heads / p.n_kv_heads * p.q_len <= cuda::kDecodeMaxRows;
   const Dtype t = q.dtype();
-  if (decode) {
+  if (decode && (t == float16 || t == bfloat16)) {  // tensor cores: attention_decode.cu
+    const int splits = cuda::decode_tc_splits(p, cuda::device_sm_count());
+    float* scratch = static_cast<float*>(cuda::scratch(cuda::decode_tc_scratch_bytes(p, splits), op));
+    if (t == float16) cuda::launch_sdpa_decode_tc<__half>(p, splits, scratch, s);
+    else cuda::launch_sdpa_decode_tc<__nv_bfloat16>(p, splits, scratch, s);
+  } else if (decode) {
     const int splits = cuda::decode_splits(p, cuda::device_sm_count());
     float* scratch = static_cast<float*>(cuda::scratch(cuda::decode_scratch_bytes(p, splits), op));
     if (t == float32) cuda::launch_sdpa_decode<float>(p, splits, scratch, s);
-    else if (t == float16) cuda::launch_sdpa_decode<__half>(p, splits, scratch, s);
-    else if (t == bfloat16) cuda::launch_sdpa_decode<__nv_bfloat16>(p, splits, scratch, s);
     else throw Error(std::string("[") + op + "] no GPU kernel for " + dtype_name(t));
   } else if (t == float16) {
     cuda::launch_sdpa_prefill<__half>(p, s);

@@ -26,11 +26,18 @@ struct SdpaParams {
 // Rows (query heads per KV head x query positions) the decode kernel takes.
 inline constexpr int kDecodeMaxRows = 16;
 
-// T: float, __half or __nv_bfloat16. `scratch` sized by decode_scratch_bytes.
+// The CUDA-core decode (attention.cu), instantiated for T = float only.
+// `scratch` sized by decode_scratch_bytes.
 size_t decode_scratch_bytes(const SdpaParams& p, int splits);
 int decode_splits(const SdpaParams& p, int sm_count);
 template <typename T>
 void launch_sdpa_decode(const SdpaParams& p, int splits, float* scratch, cudaStream_t s);
+// The tensor-core decode (attention_decode.cu): T __half or __nv_bfloat16,
+// head_dim 64, 80, 96, 128 or 256; `scratch` sized by decode_tc_scratch_bytes.
+size_t decode_tc_scratch_bytes(const SdpaParams& p, int splits);
+int decode_tc_splits(const SdpaParams& p, int sm_count);
+template <typename T>
+void launch_sdpa_decode_tc(const SdpaParams& p, int splits, float* scratch, cudaStream_t s);
 // T: __half or __nv_bfloat16; head_dim 64, 80, 96, 128 or 256.
 template <typename T>
 void launch_sdpa_prefill(const SdpaParams& p, cudaStream_t s);
