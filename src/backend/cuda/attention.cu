@@ -17,6 +17,8 @@
 // Masked scores become -FLT_MAX (a fully masked row averages V, as the
 // fallback's finfo.min does); keys past the range are -inf (no weight).
 #include <cfloat>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/kernel_utils.cuh"
@@ -243,6 +245,20 @@ void launch_sdpa_decode(const SdpaParams& p, int splits, float* scratch, cudaStr
   }
 }
 template void launch_sdpa_decode<float>(const SdpaParams&, int, float*, cudaStream_t);
+template void launch_sdpa_decode<__half>(const SdpaParams&, int, float*, cudaStream_t);
+template void launch_sdpa_decode<__nv_bfloat16>(const SdpaParams&, int, float*, cudaStream_t);
+
+// The pipelined tensor-core kernels of session 9 (attention_decode.cu, the
+// tiled prefill of attention_prefill.cu) were checked against a reference in
+// a standalone lab on the H200 but not yet by the GPU suite: they run only
+// with KILN_CUDA_TC_ATTENTION=1 until they are.
+bool tc_attention_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDA_TC_ATTENTION");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
 
 }  // namespace cuda
 
@@ -307,7 +323,7 @@ void ScaledDotProductAttention::eval_gpu(const std::vector<array>& inputs, array
   cudaStream_t s = cuda::current_stream();
   const bool decode = p.n_q_heads / p.n_kv_heads * p.q_len <= cuda::kDecodeMaxRows;
   const Dtype t = q.dtype();
-  if (decode && (t == float16 || t == bfloat16)) {  // tensor cores: attention_decode.cu
+  if (decode && (t == float16 || t == bfloat16) && cuda::tc_attention_enabled()) {  // attention_decode.cu
     const int splits = cuda::decode_tc_splits(p, cuda::device_sm_count());
     float* scratch = static_cast<float*>(cuda::scratch(cuda::decode_tc_scratch_bytes(p, splits), op));
     if (t == float16) cuda::launch_sdpa_decode_tc<__half>(p, splits, scratch, s);
@@ -316,6 +332,8 @@ void ScaledDotProductAttention::eval_gpu(const std::vector<array>& inputs, array
     const int splits = cuda::decode_splits(p, cuda::device_sm_count());
     float* scratch = static_cast<float*>(cuda::scratch(cuda::decode_scratch_bytes(p, splits), op));
     if (t == float32) cuda::launch_sdpa_decode<float>(p, splits, scratch, s);
+    else if (t == float16) cuda::launch_sdpa_decode<__half>(p, splits, scratch, s);
+    else if (t == bfloat16) cuda::launch_sdpa_decode<__nv_bfloat16>(p, splits, scratch, s);
     else throw Error(std::string("[") + op + "] no GPU kernel for " + dtype_name(t));
   } else if (t == float16) {
     cuda::launch_sdpa_prefill<__half>(p, s);

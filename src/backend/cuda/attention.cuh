@@ -26,7 +26,7 @@ struct SdpaParams {
 // Rows (query heads per KV head x query positions) the decode kernel takes.
 inline constexpr int kDecodeMaxRows = 16;
 
-// The CUDA-core decode (attention.cu), instantiated for T = float only.
+// The CUDA-core decode (attention.cu): T float, __half or __nv_bfloat16.
 // `scratch` sized by decode_scratch_bytes.
 size_t decode_scratch_bytes(const SdpaParams& p, int splits);
 int decode_splits(const SdpaParams& p, int sm_count);
@@ -41,5 +41,9 @@ void launch_sdpa_decode_tc(const SdpaParams& p, int splits, float* scratch, cuda
 // T: __half or __nv_bfloat16; head_dim 64, 80, 96, 128 or 256.
 template <typename T>
 void launch_sdpa_prefill(const SdpaParams& p, cudaStream_t s);
+
+// Whether the session-9 tensor-core decode and the pipelined prefill run
+// (KILN_CUDA_TC_ATTENTION=1; see attention.cu).
+bool tc_attention_enabled();
 
 }  // namespace kiln::cuda

@@ -420,10 +420,10 @@ void launch_tc(const SdpaParams& p, cudaStream_t s) {
 template <typename T>
 void launch_sdpa_prefill(const SdpaParams& p, cudaStream_t s) {
   switch (p.head_dim) {
-    case 64: launch_tc<T, 64, 8, 2>(p, s); break;
+    case 64: tc_attention_enabled() ? launch_tc<T, 64, 8, 2>(p, s) : launch<T, 64>(p, s); break;
     case 80: launch<T, 80>(p, s); break;
     case 96: launch<T, 96>(p, s); break;
-    case 128: launch_tc<T, 128, 4, 2>(p, s); break;
+    case 128: tc_attention_enabled() ? launch_tc<T, 128, 4, 2>(p, s) : launch<T, 128>(p, s); break;
     case 256: launch<T, 256>(p, s); break;
     default:
       throw Error("[scaled_dot_product_attention] no GPU prefill kernel for head_dim " + std::to_string(p.head_dim));
