@@ -1,7 +1,8 @@
 // Decode attention on tensor cores (kiln bench: sdpa_decode_gqa), float16 and
+// bfloat16; float32 stays on the CUDA-core kernel in attention.cu.
+//
 // (Opt-in: KILN_CUDA_TC_ATTENTION=1 until the GPU suite has run on it; the
 // numbers below are from the standalone lab on the H200.)
-// bfloat16; float32 stays on the CUDA-core kernel in attention.cu.
 //
 // Why: decode is a stream over K and V, so the kernel must keep enough
 // bytes in flight to run at memory speed. The CUDA-core kernel read a V row
