@@ -6,12 +6,12 @@
 // Differences from MLX, on purpose:
 //  - float64 is accepted wherever MLX takes float32 (MLX accepts float64
 //    only in some ops); the result has the input's dtype.
-//  - The decompositions run on CPU streams, as in MLX: a GPU stream throws
-//    kiln::Error naming the op and asking for a CPU stream. A cuSOLVER path
-//    (src/backend/cuda/linalg.cu) is written and taken when the environment
-//    sets KILN_GPU_LINALG=1 (experimental: inv and the error paths were
-//    verified on an H200, the full comparison with the CPU did not finish
-//    there yet); such a node runs outside CUDA graphs.
+//  - The decompositions run on GPU streams too (MLX's are CPU-only),
+//    through cuSOLVER (src/backend/cuda/linalg.cu), matching LAPACK on the
+//    CPU and failing with the same kiln::Error; such a node runs outside
+//    CUDA graphs (it reads cuSOLVER's info words on the host). Setting
+//    KILN_GPU_LINALG=0 makes GPU streams refuse, as MLX's do, with an
+//    error naming the op and asking for a CPU stream.
 //  - eig and eigvals (LAPACK's geev) have no vjp / jvp rules yet (a rule
 //    throws kiln::Error naming the op).
 //  - qr, svd, inv, tri_inv, cholesky, eigh, eigvalsh, lu_factor (and the

@@ -160,6 +160,21 @@ TEST_F(GpuGraphs, FailureInsideABatchFallsBackEagerly) {
   expect_close(d, dc, 1e-6, "after failure");
 }
 
+// A later node of the batch reads an output of a multi-output node that is
+// not the one standing for it in the batch: the batch must not wait for
+// itself (it did, before session 10, and hung).
+TEST_F(GpuGraphs, LaterNodesReadEveryOutputOfAMultiOutputNode) {
+  array w = random_array({32, 128});
+  auto run = [&](Device d) {
+    auto q = quantize(w, 64, 4, "affine", std::nullopt, d);
+    array y = add(multiply(q[1], array(2.f), d), q[2], d);
+    return add(y, astype(sum(q[0], d), float32, d), d);
+  };
+  array gpu = run(Device::gpu), cpu = run(Device::cpu);
+  eval(gpu, cpu);
+  expect_close(gpu, cpu, 1e-6, "quantize outputs in one batch");
+}
+
 }  // namespace
 }  // namespace kiln::test
 

@@ -526,7 +526,7 @@ void register_eig() {
        .primitive = "Eig",
        .name = "(2,3,3) trace and det",
        .fn = [](const Arrays& x) {
-         array w = linalg::eigvals(x[0], Device::cpu);
+         array w = linalg::eigvals(x[0]);
          return Arrays{real(sum(w, -1)), imag(sum(w, -1)), real(prod(w, -1))};
        },
        .inputs = {in(s)},
@@ -548,7 +548,7 @@ void register_eig() {
        .primitive = "Eig",
        .name = "(2,3,3) residual and unit vectors",
        .fn = [](const Arrays& x) {
-         auto [w, v] = linalg::eig(x[0], Device::cpu);
+         auto [w, v] = linalg::eig(x[0]);
          array a = astype(x[0], complex64);
          array residual = abs(matmul(a, v) - v * expand_dims(w, -2));
          return Arrays{residual, sum(square(abs(v)), -2)};

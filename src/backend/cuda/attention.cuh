@@ -43,7 +43,7 @@ template <typename T>
 void launch_sdpa_prefill(const SdpaParams& p, cudaStream_t s);
 
 // Whether the session-9 tensor-core decode and the pipelined prefill run
-// (KILN_CUDA_TC_ATTENTION=1; see attention.cu).
+// (the default; KILN_CUDA_TC_ATTENTION=0 turns them off: see attention.cu).
 bool tc_attention_enabled();
 
 }  // namespace kiln::cuda

@@ -1,7 +1,7 @@
 // Decode attention on tensor cores (kiln bench: sdpa_decode_gqa), float16 and
 // bfloat16; float32 stays on the CUDA-core kernel in attention.cu.
 //
-// (Opt-in: KILN_CUDA_TC_ATTENTION=1 until the GPU suite has run on it; the
+// (The default since session 10, when it passed the GPU suite; the
 // numbers below are from the standalone lab on the H200.)
 //
 // Why: decode is a stream over K and V, so the kernel must keep enough

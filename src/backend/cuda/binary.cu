@@ -274,7 +274,7 @@ void check_exponents(const array& base, const array& exponent, const char* pb, c
     return "[power] integers to negative integer powers are not allowed (exponent " + std::to_string(v) +
            "); inputs: " + format_shape(bs) + " " + dtype_name(bt) + ", " + format_shape(es) + " " + dtype_name(et);
   };
-  dispatch(exponent.dtype(), [&](auto tag) {
+  dispatch_with_complex(exponent.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
       if (host_value) {

@@ -511,8 +511,18 @@ void record_completion(StreamState& st, int stream_index, std::vector<array>&& h
 // false, with nothing run and nothing published, when the batch could not
 // be captured (the caller then evaluates it eagerly).
 bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const Stream& stream) {
+  // The batch's nodes, with every output of a multi-output node (a later
+  // node of the batch may read any of them: waiting for one here would
+  // wait for this very batch).
   std::unordered_set<const ArrayDesc*> batch;
-  for (size_t i = begin; i < end; ++i) batch.insert(nodes[i].desc().get());
+  for (size_t i = begin; i < end; ++i) {
+    batch.insert(nodes[i].desc().get());
+    if (const auto& sib = nodes[i].desc()->siblings) {
+      for (const auto& w : sib->descs) {
+        if (auto d = w.lock()) batch.insert(d.get());
+      }
+    }
+  }
   // Inputs from other streams or earlier evals must be computed (enqueued)
   // before the capture; a failed one is left to the eager path to report.
   for (size_t i = begin; i < end; ++i) {

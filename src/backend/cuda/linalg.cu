@@ -1,10 +1,8 @@
 // GPU side of kiln::linalg through cuSOLVER (the CUDA toolkit's dense
 // LAPACK): QRF (geqrf + orgqr), SVD (gesvd), Inverse (getrf + getrs;
 // trtri), Cholesky (potrf), Eigh (syevd), LUF (getrf), Eig (geev).
-// Reached only with KILN_GPU_LINALG=1 (src/core/linalg.cpp): on the H200
-// (session 9) inv and the error paths passed, while the batched comparison
-// of every op with the CPU (GpuLinalg.DecompositionsMatchTheCpu) did not
-// finish; find the case that hangs before this becomes the default.
+// The path of every GPU stream (KILN_GPU_LINALG=0 turns it off:
+// src/core/linalg.cpp).
 //
 // Why it is shaped so: as on the CPU (backend/cpu/linalg.cpp) these are
 // O(n^3) factorizations with a data-dependent order of work, and cuSOLVER
