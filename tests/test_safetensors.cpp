@@ -1,5 +1,5 @@
 // .safetensors: memory-mapped loading (views of the mapping, never written),
-// fp8 as uint8, dtypes Kiln lacks, hostile headers, sharded checkpoints.
+// fp8 as Kiln's fp8 dtypes, dtypes Kiln lacks, hostile headers, sharded checkpoints.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -86,14 +86,31 @@ TEST(Safetensors, LargeFilesAreNotCopied) {
   EXPECT_EQ(w.size(), static_cast<size_t>(n));
 }
 
-TEST(Safetensors, Fp8LoadsAsUint8AndMissingDtypesAreErrors) {
+TEST(Safetensors, Fp8LoadsAsTheFp8DtypesAndSavesBackAndMissingDtypesAreErrors) {
   std::string path = write_file("fp8.safetensors",
                                 R"({"a":{"dtype":"F8_E4M3","shape":[2,2],"data_offsets":[0,4]},)"
                                 R"("b":{"dtype":"F8_E5M2","shape":[1],"data_offsets":[4,5]}})",
                                 {0x38, 0x40, 0xb8, 0x7e, 0x3c});
   auto arrays = load_safetensors(path).first;
-  EXPECT_TRUE(same(arrays.at("a"), array({uint8_t{0x38}, uint8_t{0x40}, uint8_t{0xb8}, uint8_t{0x7e}}, {2, 2})));
-  EXPECT_TRUE(same(arrays.at("b"), array({uint8_t{0x3c}}, {1})));
+  EXPECT_EQ(arrays.at("a").dtype(), float8_e4m3fn);
+  EXPECT_EQ(arrays.at("b").dtype(), float8_e5m2);
+  EXPECT_TRUE(same(view(arrays.at("a"), uint8), array({uint8_t{0x38}, uint8_t{0x40}, uint8_t{0xb8}, uint8_t{0x7e}}, {2, 2})));
+  EXPECT_TRUE(same(view(arrays.at("b"), uint8), array({uint8_t{0x3c}}, {1})));
+  // 1, 2, -1, 448 and 1.
+  EXPECT_TRUE(same(astype(arrays.at("a"), float32), array({1.0f, 2.0f, -1.0f, 448.0f}, {2, 2})));
+  EXPECT_EQ(astype(arrays.at("b"), float32).item<float>(), 1.0f);
+  // Saved back with the same dtype names and bytes.
+  std::string again = temp_path("fp8_again.safetensors");
+  save_safetensors(again, arrays);
+  auto back = load_safetensors(again).first;
+  for (const char* k : {"a", "b"}) {
+    EXPECT_EQ(back.at(k).dtype(), arrays.at(k).dtype()) << k;
+    EXPECT_TRUE(same(view(back.at(k), uint8), view(arrays.at(k), uint8))) << k;
+  }
+  std::vector<char> bytes = read_bytes(again);
+  std::string text(bytes.begin(), bytes.end());
+  EXPECT_NE(text.find("F8_E4M3"), std::string::npos);
+  EXPECT_NE(text.find("F8_E5M2"), std::string::npos);
   // I16, U16, U64 and C64 load since Kiln has those dtypes (test_npy.cpp's
   // and test_complex.cpp's round trips).
   for (const char* t : {"F4", "C128"}) {

@@ -76,6 +76,8 @@ inline double tolerance(Dtype t) {
     case bfloat16: return 1.6e-2;
     case float32: return 2e-5;
     case float64: return 1e-12;
+    case float8_e4m3fn: return 6.25e-2;
+    case float8_e5m2: return 0.125;
     default: return 0.0;
   }
 }

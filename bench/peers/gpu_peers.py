@@ -220,6 +220,32 @@ def drills(quick):
                                                rand([1, 8, kv, 128], torch.bfloat16, -1, 1)] for _ in range(sets)],
                     lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
                     None, False))
+    # D4 fp8_gemm: torch._scaled_mm on e4m3 operands, bf16 out, b the
+    # transposed view of a row-major [N, K] weight (the layout cuBLASLt's FP8
+    # path takes); per-tensor scales, and 1x128 (a) / 128x128 (b) block
+    # scales in the layouts torch wants (scale_a M-major, scale_b K-block
+    # major). Kiln's rows: kiln_cuda_bench fp8_gemm.
+    fs = 1024 if quick else 8192
+    fb = fs // 128
+    if hasattr(torch, "float8_e4m3fn"):
+        e4m3 = torch.float8_e4m3fn
+
+        def fp8_set(block):
+            a = rand([fs, fs], torch.float32, -1, 1).to(e4m3)
+            b = rand([fs, fs], torch.float32, -1, 1).to(e4m3).t()
+            if block:
+                sa = rand([fb, fs], torch.float32, 0.5, 2).t()
+                sb = rand([fb, fb], torch.float32, 0.5, 2).t()
+            else:
+                sa = torch.tensor(0.5, device="cuda")
+                sb = torch.tensor(2.0, device="cuda")
+            return [a, b, sa, sb]
+
+        for label, block in (("e4m3_tensor", False), ("e4m3_block", True)):
+            out.append(("D4", "fp8_gemm", label, [fs, fs, fs],
+                        lambda block=block: [fp8_set(block) for _ in range(2)],
+                        lambda a, b, sa, sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
+                        None, False))
     return out
 
 
@@ -255,7 +281,10 @@ def main():
                 continue
             times[peer] = us
             rows.append({"drill": drill, "name": name, "dtype": dt, "shape": shape, "peer": peer, "time_us": us})
-        print(f"{key:40s} " + "  ".join(f"{p} {t:9.1f} us" for p, t in times.items()), flush=True)
+        rate = ""
+        if name == "fp8_gemm" and times:
+            rate = f"  ({2.0 * shape[0] * shape[1] * shape[2] / min(times.values()) / 1e6:.1f} TFLOP/s)"
+        print(f"{key:40s} " + "  ".join(f"{p} {t:9.1f} us" for p, t in times.items()) + rate, flush=True)
         del inputs, sets
         torch.cuda.empty_cache()
         # Rewritten after every drill: a run cut short still leaves its rows.

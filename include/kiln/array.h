@@ -33,6 +33,7 @@ class array {
   template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T> ||
                                                     std::is_same_v<T, float16_t> ||
                                                     std::is_same_v<T, bfloat16_t> ||
+                                                    is_fp8_v<T> ||
                                                     std::is_same_v<T, complex64_t> ||
                                                     std::is_same_v<T, std::complex<float>>>>
   array(T value, Dtype dtype = dtype_of<T>)  // NOLINT(implicit)

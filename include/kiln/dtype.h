@@ -1,5 +1,5 @@
 #pragma once
-// Element types, the 16-bit float storage types and numpy-style promotion.
+// Element types, the 16- and 8-bit float storage types and numpy-style promotion.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -24,6 +24,10 @@ enum class Dtype : uint8_t {
   float32,
   float64,
   complex64,
+  // Kiln extensions (MLX has no fp8 dtype), after complex64 so that the
+  // values above keep their numbers.
+  float8_e4m3fn,
+  float8_e5m2,
 };
 
 inline constexpr Dtype bool_ = Dtype::bool_;
@@ -40,8 +44,10 @@ inline constexpr Dtype bfloat16 = Dtype::bfloat16;
 inline constexpr Dtype float32 = Dtype::float32;
 inline constexpr Dtype float64 = Dtype::float64;
 inline constexpr Dtype complex64 = Dtype::complex64;
+inline constexpr Dtype float8_e4m3fn = Dtype::float8_e4m3fn;
+inline constexpr Dtype float8_e5m2 = Dtype::float8_e5m2;
 
-inline constexpr int kNumDtypes = 14;
+inline constexpr int kNumDtypes = 16;
 
 // IEEE binary16 storage. Arithmetic happens in float.
 struct float16_t {
@@ -114,6 +120,116 @@ struct bfloat16_t {
   }
 };
 
+// FP8 storage types (a Kiln extension: MLX has no fp8 dtype; the OCP 8-bit
+// formats that torch.float8_e4m3fn / float8_e5m2 and cuBLASLt use).
+//   float8_e4m3fn: 1 sign, 4 exponent (bias 7), 3 mantissa bits; no
+//     infinity; 0x7f and 0xff are NaN; largest finite 448; smallest normal
+//     2^-6, subnormals multiples of 2^-9.
+//   float8_e5m2: 1 sign, 5 exponent (bias 15), 2 mantissa bits (the upper
+//     byte of an IEEE binary16); 0x7c / 0xfc are +-inf, 0x7d..0x7f and
+//     0xfd..0xff NaN; largest finite 57344; subnormals multiples of 2^-16.
+// To float: exact (every code is a float). From float, the rule both
+// backends use bit for bit (the same code, host/device):
+//   - round to nearest, ties to even;
+//   - saturating: a finite value beyond the largest finite one (after
+//     rounding) gives +-max (448, 57344), never inf or NaN;
+//   - infinity: float8_e4m3fn has none, +-inf gives +-448; float8_e5m2
+//     keeps +-inf;
+//   - NaN stays NaN with its sign (e4m3fn 0x7f/0xff, e5m2 0x7e/0xfe);
+//   - -0 stays -0; values below half the smallest subnormal give +-0.
+// From double (astype) the value is first rounded to float to odd, so the
+// result is the double rounded once (as for the 16-bit floats).
+// Unlike MLX's to_fp8 (include/kiln/ops.h, uint8 codes), NaN and inf do
+// not become 448 in float8_e4m3fn's NaN case: NaN stays NaN.
+namespace fp8_detail {
+KILN_HOST_DEVICE uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+KILN_HOST_DEVICE float bits_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+// A format with `M` mantissa bits, exponent bias `B`, largest finite
+// magnitude code `max_code` and smallest normal exponent 1 - B.
+template <int M, int B>
+KILN_HOST_DEVICE uint8_t encode(float f, uint32_t max_code, uint32_t inf_code, uint32_t nan_code) {
+  uint32_t u = float_bits(f);
+  uint32_t sign = (u >> 24) & 0x80u;
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) return static_cast<uint8_t>(sign | nan_code);
+  if (u == 0x7f800000u) return static_cast<uint8_t>(sign | inf_code);
+  // The largest finite value as a float: saturate at and above it.
+  const uint32_t max_bits = ((max_code >> M) + 127u - B) << 23 | (max_code & ((1u << M) - 1)) << (23 - M);
+  if (u >= max_bits) return static_cast<uint8_t>(sign | max_code);
+  if (u < ((128u - B) << 23)) {
+    // Below the smallest normal: adding 2^(23 + 1 - B - M) leaves the
+    // value rounded (to nearest even, by the float addition) to a
+    // multiple of the subnormal step 2^(1 - B - M) in the low bits.
+    const float magic = bits_float((127u + 23u + 1u - B - M) << 23);
+    float r = bits_float(u) + magic;
+    return static_cast<uint8_t>(sign | (float_bits(r) - float_bits(magic)));
+  }
+  // Normal: round the mantissa to M bits (nearest even; a carry moves
+  // into the exponent), then rebias the exponent.
+  const uint32_t shift = 23 - M;
+  uint32_t rounded = u + ((1u << (shift - 1)) - 1u) + ((u >> shift) & 1u);
+  return static_cast<uint8_t>(sign | ((rounded >> shift) - ((127u - B) << M)));
+}
+template <int M, int B>
+KILN_HOST_DEVICE float decode(uint8_t b, bool special, bool inf) {
+  uint32_t m = b & 0x7fu;
+  float v;
+  if (special) {
+    v = bits_float(inf ? 0x7f800000u : 0x7fc00000u);
+  } else if ((m >> M) == 0) {
+    v = static_cast<float>(m) * bits_float((127u + 1u - B - M) << 23);  // subnormal: m * 2^(1-B-M)
+  } else {
+    v = bits_float((m + ((127u - B) << M)) << (23 - M));
+  }
+  return (b & 0x80u) ? -v : v;
+}
+}  // namespace fp8_detail
+
+struct float8_e4m3fn_t {
+  uint8_t bits = 0;
+  float8_e4m3fn_t() = default;
+  KILN_HOST_DEVICE float8_e4m3fn_t(float f) : bits(from_float(f)) {}  // NOLINT(implicit)
+  KILN_HOST_DEVICE operator float() const { return to_float(bits); }  // NOLINT(implicit)
+  static KILN_HOST_DEVICE uint8_t from_float(float f) {
+    return fp8_detail::encode<3, 7>(f, 0x7eu, 0x7eu, 0x7fu);
+  }
+  static KILN_HOST_DEVICE float to_float(uint8_t b) {
+    return fp8_detail::decode<3, 7>(b, (b & 0x7fu) == 0x7fu, false);
+  }
+};
+
+struct float8_e5m2_t {
+  uint8_t bits = 0;
+  float8_e5m2_t() = default;
+  KILN_HOST_DEVICE float8_e5m2_t(float f) : bits(from_float(f)) {}  // NOLINT(implicit)
+  KILN_HOST_DEVICE operator float() const { return to_float(bits); }  // NOLINT(implicit)
+  static KILN_HOST_DEVICE uint8_t from_float(float f) {
+    return fp8_detail::encode<2, 15>(f, 0x7bu, 0x7cu, 0x7eu);
+  }
+  static KILN_HOST_DEVICE float to_float(uint8_t b) {
+    return fp8_detail::decode<2, 15>(b, (b & 0x7cu) == 0x7cu, (b & 0x7fu) == 0x7cu);
+  }
+};
+
+template <typename T>
+inline constexpr bool is_fp8_v = std::is_same_v<T, float8_e4m3fn_t> || std::is_same_v<T, float8_e5m2_t>;
+
 // Arithmetic and comparisons on the 16-bit storage types. Without them,
 // `h == h` is ambiguous between float's built-in == (through the conversion
 // to float) and array's == (through array's implicit constructor). They
@@ -124,14 +240,18 @@ struct bfloat16_t {
 template <typename T>
 inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
 
+// The 16- and 8-bit float storage types: the operators below cover both.
+template <typename T>
+inline constexpr bool is_narrow_float_v = is_half_v<T> || is_fp8_v<T>;
+
 template <typename A, typename B>
 inline constexpr bool is_half_operand_pair_v =
-    (is_half_v<A> || is_half_v<B>) && (is_half_v<A> || std::is_arithmetic_v<A>) &&
-    (is_half_v<B> || std::is_arithmetic_v<B>);
+    (is_narrow_float_v<A> || is_narrow_float_v<B>) && (is_narrow_float_v<A> || std::is_arithmetic_v<A>) &&
+    (is_narrow_float_v<B> || std::is_arithmetic_v<B>);
 
 template <typename T>
 auto half_value(T v) {
-  if constexpr (is_half_v<T>) {
+  if constexpr (is_narrow_float_v<T>) {
     return static_cast<float>(v);
   } else {
     return v;
@@ -157,10 +277,13 @@ KILN_HALF_OPERATOR(>=)
 
 inline float operator-(float16_t a) { return -static_cast<float>(a); }
 inline float operator-(bfloat16_t a) { return -static_cast<float>(a); }
+inline float operator-(float8_e4m3fn_t a) { return -static_cast<float>(a); }
+inline float operator-(float8_e5m2_t a) { return -static_cast<float>(a); }
 
 size_t size_of(Dtype t);
 const char* dtype_name(Dtype t);  // "float32", "bfloat16", ...
-bool is_floating_point(Dtype t);  // float16, bfloat16, float32, float64 (not complex64)
+bool is_floating_point(Dtype t);  // the fp8 types, float16, bfloat16, float32, float64 (not complex64)
+bool is_fp8(Dtype t);             // float8_e4m3fn, float8_e5m2
 bool is_complex(Dtype t);         // complex64
 bool is_integral(Dtype t);        // every integer type and bool
 bool is_signed(Dtype t);          // the signed integers, the floats and complex64
@@ -196,6 +319,11 @@ bool issubdtype(DtypeCategory a, DtypeCategory b);
 // integer with a float gives that float; float16 with bfloat16 gives float32;
 // complex64 with anything gives complex64 (float64 included, as MLX: Kiln
 // has no complex128).
+// The fp8 types (Kiln's extension) are storage types: with bool an fp8 type
+// stays itself; with another float (16-bit, float32, float64) it gives that
+// float; with an integer it gives float32 (not the fp8 type, as the rule
+// above would: an 8-bit float holds few integers and computes nothing);
+// the two fp8 types together give bfloat16, which holds both exactly.
 Dtype promote_types(Dtype a, Dtype b);
 
 template <typename T>
@@ -214,6 +342,8 @@ template <> struct DtypeOf<bfloat16_t> { static constexpr Dtype value = bfloat16
 template <> struct DtypeOf<float> { static constexpr Dtype value = float32; };
 template <> struct DtypeOf<double> { static constexpr Dtype value = float64; };
 template <> struct DtypeOf<complex64_t> { static constexpr Dtype value = complex64; };
+template <> struct DtypeOf<float8_e4m3fn_t> { static constexpr Dtype value = float8_e4m3fn; };
+template <> struct DtypeOf<float8_e5m2_t> { static constexpr Dtype value = float8_e5m2; };
 // std::complex<float> is two floats, real part first: the same layout.
 template <> struct DtypeOf<std::complex<float>> { static constexpr Dtype value = complex64; };
 

@@ -14,8 +14,8 @@
 // {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
 // "__metadata__": {"key": "value"}} padded with spaces to a multiple of 8
 // bytes, then the raw little-endian row-major data of each array. Dtypes:
-// BOOL, U8, U32, I8, I32, I64, F16, BF16, F32, F64; F8_E4M3 and F8_E5M2
-// load as uint8 arrays of the raw fp8 bytes (Kiln has no fp8 dtype yet);
+// BOOL, U8, U32, I8, I32, I64, F16, BF16, F32, F64, and F8_E4M3 / F8_E5M2
+// as float8_e4m3fn / float8_e5m2 (Kiln's fp8 dtypes, saved back the same);
 // I16, U16 and U64 (no Kiln dtype) are a kiln::Error naming the tensor.
 // load_safetensors memory-maps the file: the arrays wrap the read-only
 // mapping with no copy (array::external_read_only: never written, never

@@ -480,7 +480,9 @@ array stop_gradient(const array& a, StreamOrDevice s = {});
 
 // ---- linear algebra ----
 // Batched matmul with numpy semantics: 1-d operands are promoted and the
-// added axis removed; batch axes broadcast.
+// added axis removed; batch axes broadcast. An fp8 operand (float8_e4m3fn,
+// float8_e5m2) is a kiln::Error that names scaled_matmul (fp8 needs scales;
+// astype first for a plain product).
 array matmul(const array& a, const array& b, StreamOrDevice s = {});
 // Contracts the last `axis` axes of a with the first `axis` axes of b.
 array tensordot(const array& a, const array& b, const int axis = 2, StreamOrDevice s = {});
@@ -551,10 +553,36 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
                  std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                  bool sorted_indices = false, StreamOrDevice s = {});
 
+// FP8 matrix product (a Kiln extension: MLX has no fp8 dtype; the
+// semantics of torch._scaled_mm and DeepSeek-V3's block-scaled GEMM).
+// a [M, K] and b [K, N] of dtype float8_e4m3fn or float8_e5m2 (either, in
+// any pairing except both float8_e5m2, which cuBLASLt refuses and Kiln
+// therefore refuses everywhere), any strides (a transposed view of a
+// row-major [N, K] weight, `transpose(w)`, is the layout the GPU reads
+// without a copy). The scales, float32, choose the mode by their shapes:
+//   - per tensor: scale_a and scale_b scalars (shape () or (1));
+//   - blocks: scale_a [M, ceil(K/128)] (one scale per row and 128-wide K
+//     block: 1x128 activation blocks), scale_b [ceil(K/128), ceil(N/128)]
+//     (one per 128x128 weight block); the last blocks may be partial.
+// out[m, n] = sum_k (a[m, k] * sa(m, k)) * (b[k, n] * sb(k, n)), with the
+// products and the sum in float32 (the order of the sum is the backend's),
+// rounded once to out_dtype: bfloat16 or float32, others refused. Only
+// 2-d operands (no batch axes: refused); no gradients (vjp, jvp and vmap
+// throw a kiln::Error). Plain matmul refuses fp8 operands and names this
+// op. GPU: cuBLASLt's FP8 path on Hopper (block scales need CUDA 12.9+
+// and K, N multiples of 16 with M a multiple of 16 per cuBLASLt's rules;
+// shapes it refuses fall back to the dequantizing path). CPU: the scaled
+// operands dequantized to float32 and the float32 GEMM.
+array scaled_matmul(const array& a, const array& b, const array& scale_a, const array& scale_b,
+                    Dtype out_dtype = bfloat16, StreamOrDevice s = {});
+
 // MLX's fp8 helpers: x (floating) -> its fp8 e4m3 codes as uint8 (round
 // to nearest even, saturating at ±448; inf and NaN saturate too, as MLX's
 // do), and codes (uint8) -> values in `dtype` (0x7f and 0xff are NaN).
-// Kiln has no fp8 dtype yet: these are MLX's bit-level bridge.
+// MLX's bit-level bridge, kept as MLX has it; Kiln's fp8 dtypes
+// (float8_e4m3fn, include/kiln/dtype.h) differ in one point: there NaN
+// stays NaN. `view(astype(x, float8_e4m3fn), uint8)` gives the codes of the
+// dtype.
 array to_fp8(const array& x, StreamOrDevice s = {});
 array from_fp8(const array& x, Dtype dtype = bfloat16, StreamOrDevice s = {});
 

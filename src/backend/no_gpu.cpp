@@ -5,6 +5,7 @@
 #include "core/array_desc.h"
 #include "core/primitives.h"
 #include "core/primitives_linalg.h"
+#include "core/primitives_scaled_mm.h"
 #include "core/primitives_index.h"
 #include "core/primitives_custom_kernel.h"
 #include "core/primitives_sort.h"
@@ -46,6 +47,7 @@ void synchronize_all() {}
     throw Error(std::string("[") + name() + "] " + device_unavailable_reason(Device::gpu)); \
   }
 KILN_FOR_EACH_PRIMITIVE(KILN_NO_GPU_EVAL)
+KILN_FOR_EACH_FP8_PRIMITIVE(KILN_NO_GPU_EVAL)
 KILN_NO_GPU_EVAL(Compiled)
 #undef KILN_NO_GPU_EVAL
 #define KILN_NO_GPU_EVAL_MULTI(NAME)                                              \

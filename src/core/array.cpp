@@ -53,6 +53,19 @@ ArrayDesc::~ArrayDesc() {
 
 array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs)
     : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+  // The fp8 dtypes are storage types: only the primitives that move or cast
+  // bytes (and scaled_matmul) take them (Primitive::accepts_fp8).
+  if (primitive && !primitive->accepts_fp8()) {
+    bool fp8 = is_fp8(dtype);
+    for (const auto& in : inputs) fp8 = fp8 || is_fp8(in.dtype());
+    if (fp8) {
+      fail(primitive->name(),
+           std::string("is not supported for the fp8 dtypes (storage types: astype to bfloat16 or float32 "
+                       "first; for matmul use scaled_matmul); output ") +
+               dtype_name(dtype) + " " + format_shape(desc_->shape),
+           inputs);
+    }
+  }
   desc_->primitive = std::move(primitive);
   desc_->inputs = std::move(inputs);
 }

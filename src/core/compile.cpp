@@ -329,11 +329,12 @@ FusedStep make_step(const TapeNode& n, const std::vector<int>& args, const std::
 // it may serve several regions, and stays a node while others read it.
 Trace fuse(const Trace& t, const std::vector<array>& inputs, int* regions) {
   std::vector<ValueInfo> info = value_infos(t, inputs);
-  // complex64 is not fused: the generated kernels have no complex type.
+  // complex64 and the fp8 types are not fused: the generated kernels have
+  // no complex or fp8 type.
   auto fusible = [&](const TapeNode& n) {
-    if (!is_fusible_op(n) || n.dtype == complex64) return false;
+    if (!is_fusible_op(n) || n.dtype == complex64 || is_fp8(n.dtype)) return false;
     for (int a : n.args) {
-      if (info[a].dtype == complex64) return false;
+      if (info[a].dtype == complex64 || is_fp8(info[a].dtype)) return false;
     }
     return true;
   };

@@ -8,7 +8,7 @@ namespace kiln {
 
 size_t size_of(Dtype t) {
   switch (t) {
-    case bool_: case uint8: case int8: return 1;
+    case bool_: case uint8: case int8: case float8_e4m3fn: case float8_e5m2: return 1;
     case uint16: case int16: case float16: case bfloat16: return 2;
     case uint32: case int32: case float32: return 4;
     case uint64: case int64: case float64: case complex64: return 8;
@@ -32,11 +32,16 @@ const char* dtype_name(Dtype t) {
     case float32: return "float32";
     case float64: return "float64";
     case complex64: return "complex64";
+    case float8_e4m3fn: return "float8_e4m3fn";
+    case float8_e5m2: return "float8_e5m2";
   }
   return "unknown";
 }
 
-bool is_floating_point(Dtype t) { return t == float16 || t == bfloat16 || t == float32 || t == float64; }
+bool is_fp8(Dtype t) { return t == float8_e4m3fn || t == float8_e5m2; }
+bool is_floating_point(Dtype t) {
+  return t == float16 || t == bfloat16 || t == float32 || t == float64 || is_fp8(t);
+}
 bool is_complex(Dtype t) { return t == complex64; }
 bool is_integral(Dtype t) { return !is_floating_point(t) && !is_complex(t); }
 bool is_signed(Dtype t) {
@@ -82,6 +87,11 @@ Dtype promote_types(Dtype a, Dtype b) {
   if (a == complex64 || b == complex64) return complex64;
   if (a == bool_) return b;
   if (b == bool_) return a;
+  if (is_fp8(a) || is_fp8(b)) {
+    if (is_fp8(a) && is_fp8(b)) return bfloat16;
+    Dtype other = is_fp8(a) ? b : a;
+    return is_floating_point(other) ? other : float32;
+  }
   bool fa = is_floating_point(a), fb = is_floating_point(b);
   if (fa && fb) {
     if (a == float64 || b == float64) return float64;

@@ -394,6 +394,10 @@ array flip(const array& a, StreamOrDevice s) {
 
 array matmul(const array& a_in, const array& b_in, StreamOrDevice s) {
   if (a_in.ndim() == 0 || b_in.ndim() == 0) fail("matmul", "operands must have at least one dimension", {&a_in, &b_in});
+  if (is_fp8(a_in.dtype()) || is_fp8(b_in.dtype())) {
+    fail("matmul", "fp8 operands take scales: use scaled_matmul (or astype to bfloat16 / float32 first)",
+         {&a_in, &b_in});
+  }
   Stream st = to_stream(s);
   Dtype t = promote_types(a_in.dtype(), b_in.dtype());
   array a = a_in.ndim() == 1 ? reshape(a_in, {1, a_in.shape()[0]}, st) : a_in;

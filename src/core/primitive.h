@@ -61,6 +61,12 @@ class Primitive {
   virtual bool is_equivalent(const Primitive& other) const { return false; }
   // Name with parameters, for messages and printing (default: name()).
   virtual std::string describe() const { return name(); }
+  // Whether the primitive takes the fp8 dtypes (inputs or outputs): the
+  // byte moves (copies, casts, views, gathers, concatenate) and
+  // scaled_matmul do; every other primitive is refused when a graph node is
+  // built on fp8 (array's constructor throws a kiln::Error naming the op,
+  // the shapes and dtypes), so no kernel ever sees an fp8 it cannot read.
+  virtual bool accepts_fp8() const { return false; }
 
   Stream stream() const { return stream_; }
 

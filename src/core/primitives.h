@@ -95,6 +95,7 @@ class Select : public Primitive {
 // With view_if_contiguous (kiln::contiguous) a row-major input is shared.
 class Copy : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   explicit Copy(Stream s, bool view_if_contiguous = false) : Primitive(s), view_if_contiguous_(view_if_contiguous) {}
   KILN_PRIMITIVE_BODY(Copy)
   KILN_TRANSFORM_RULES
@@ -122,6 +123,7 @@ class Arange : public Primitive {
 // Views: the output shares the input's buffer.
 class Reshape : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   Reshape(Stream s, Shape shape) : Primitive(s), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(Reshape)
   KILN_TRANSFORM_RULES
@@ -134,6 +136,7 @@ class Reshape : public Primitive {
 
 class Transpose : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   Transpose(Stream s, std::vector<int> axes) : Primitive(s), axes_(std::move(axes)) {}
   KILN_PRIMITIVE_BODY(Transpose)
   KILN_TRANSFORM_RULES
@@ -145,6 +148,7 @@ class Transpose : public Primitive {
 
 class Broadcast : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   Broadcast(Stream s, Shape shape) : Primitive(s), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(Broadcast)
   KILN_TRANSFORM_RULES
@@ -158,6 +162,7 @@ class Broadcast : public Primitive {
 // Already-normalized start and step per axis (steps may be negative).
 class Slice : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   Slice(Stream s, Shape start, Shape step, Shape shape)
       : Primitive(s), start_(std::move(start)), step_(std::move(step)), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(Slice)
@@ -173,6 +178,7 @@ class Slice : public Primitive {
 // inputs: src, update (already broadcast to the slice's shape).
 class SliceUpdate : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   SliceUpdate(Stream s, Shape start, Shape step)
       : Primitive(s), start_(std::move(start)), step_(std::move(step)) {}
   KILN_PRIMITIVE_BODY(SliceUpdate)
@@ -232,6 +238,7 @@ class Matmul : public Primitive {
 // take: inputs a, indices; output a.shape[:axis] + indices.shape + a.shape[axis+1:].
 class Gather : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   Gather(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(Gather)
   KILN_TRANSFORM_RULES
@@ -244,6 +251,7 @@ class Gather : public Primitive {
 // take_along_axis: inputs a, indices broadcast against a except on axis.
 class GatherAxis : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   GatherAxis(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(GatherAxis)
   KILN_TRANSFORM_RULES
@@ -255,6 +263,7 @@ class GatherAxis : public Primitive {
 
 class Concatenate : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   Concatenate(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(Concatenate)
   KILN_TRANSFORM_RULES
@@ -299,6 +308,7 @@ class ScatterAxis : public Primitive {
 // every backend (its eval lives in core).
 class StopGradient : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   using Primitive::Primitive;
   KILN_PRIMITIVE_BODY(StopGradient)
   KILN_TRANSFORM_RULES

@@ -18,6 +18,7 @@ namespace kiln {
 // shape I, already broadcast); output I + slice_sizes. Axes normalized.
 class GatherSlices : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   GatherSlices(Stream s, std::vector<int> axes, Shape slice_sizes)
       : Primitive(s), axes_(std::move(axes)), slice_sizes_(std::move(slice_sizes)) {}
   KILN_PRIMITIVE_BODY(GatherSlices)
@@ -54,6 +55,7 @@ const char* scatter_op_name(Scatter::Reduce r);
 // slice(a, start, axes, slice_size): inputs a, start (1-d integer, one per axis).
 class DynamicSlice : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   DynamicSlice(Stream s, std::vector<int> axes, Shape slice_size)
       : Primitive(s), axes_(std::move(axes)), slice_size_(std::move(slice_size)) {}
   KILN_PRIMITIVE_BODY(DynamicSlice)
@@ -71,6 +73,7 @@ class DynamicSlice : public Primitive {
 // dtype; its shape is the slice's), start.
 class DynamicSliceUpdate : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   DynamicSliceUpdate(Stream s, std::vector<int> axes) : Primitive(s), axes_(std::move(axes)) {}
   KILN_PRIMITIVE_BODY(DynamicSliceUpdate)
   KILN_TRANSFORM_RULES
@@ -84,6 +87,7 @@ class DynamicSliceUpdate : public Primitive {
 // as_strided: a view of a row-major input (the op makes it one).
 class AsStrided : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   AsStrided(Stream s, Shape shape, Strides strides, int64_t offset)
       : Primitive(s), shape_(std::move(shape)), strides_(std::move(strides)), offset_(offset) {}
   KILN_PRIMITIVE_BODY(AsStrided)
@@ -103,6 +107,7 @@ class AsStrided : public Primitive {
 // the layout allows, else a row-major copy first.
 class View : public Primitive {
  public:
+  bool accepts_fp8() const override { return true; }
   View(Stream s, Dtype dtype) : Primitive(s), dtype_(dtype) {}
   KILN_PRIMITIVE_BODY(View)
   KILN_TRANSFORM_RULES

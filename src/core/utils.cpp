@@ -35,6 +35,12 @@ finfo::finfo(Dtype t) : dtype(t) {
       bits = 16, max = static_cast<double>(bfloat16_t::to_float(0x7f7f)), min = -max, eps = 0x1p-7,
       smallest_normal = 0x1p-126;
       break;
+    case float8_e4m3fn:  // 4 exponent bits (bias 7), 3 mantissa bits, no inf
+      bits = 8, min = -448.0, max = 448.0, eps = 0x1p-3, smallest_normal = 0x1p-6;
+      break;
+    case float8_e5m2:  // 5 exponent bits (bias 15), 2 mantissa bits
+      bits = 8, min = -57344.0, max = 57344.0, eps = 0x1p-2, smallest_normal = 0x1p-14;
+      break;
     case float32: float_limits<float>(*this); break;
     case float64: float_limits<double>(*this); break;
     case complex64:  // the limits of its float32 parts, as numpy and MLX

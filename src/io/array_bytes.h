@@ -26,6 +26,8 @@ inline const void* raw_bytes(const array& a) {
     case float32: return a.data<float>();
     case float64: return a.data<double>();
     case complex64: return a.data<complex64_t>();
+    case float8_e4m3fn: return a.data<float8_e4m3fn_t>();
+    case float8_e5m2: return a.data<float8_e5m2_t>();
   }
   return nullptr;
 }
@@ -54,6 +56,8 @@ inline array make_array(const char* bytes, size_t n, const Shape& shape, Dtype d
     case float32: return array_from_bytes<float>(bytes, n, shape, dtype);
     case float64: return array_from_bytes<double>(bytes, n, shape, dtype);
     case complex64: return array_from_bytes<complex64_t>(bytes, n, shape, dtype);
+    case float8_e4m3fn: return array_from_bytes<float8_e4m3fn_t>(bytes, n, shape, dtype);
+    case float8_e5m2: return array_from_bytes<float8_e5m2_t>(bytes, n, shape, dtype);
   }
   throw Error("[load] unknown dtype");
 }

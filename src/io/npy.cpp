@@ -47,6 +47,10 @@ std::string descr_of(Dtype t) {
     case float32: return "<f4";
     case float64: return "<f8";
     case complex64: return "<c8";
+    case float8_e4m3fn:
+    case float8_e5m2:
+      throw Error(std::string("[save] .npy has no ") + dtype_name(t) +
+                  " type (numpy lacks fp8): astype to a wider float or view as uint8 first");
   }
   return "";
 }

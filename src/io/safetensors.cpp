@@ -34,16 +34,13 @@ const char* safetensors_dtype(Dtype t) {
     case float32: return "F32";
     case float64: return "F64";
     case complex64: return "C64";
+    case float8_e4m3fn: return "F8_E4M3";
+    case float8_e5m2: return "F8_E5M2";
   }
   return "?";
 }
 
 bool dtype_from_name(const std::string& name, Dtype* out) {
-  // fp8 has no Kiln dtype yet: its bytes load as uint8.
-  if (name == "F8_E4M3" || name == "F8_E5M2") {
-    *out = uint8;
-    return true;
-  }
   for (int i = 0; i < kNumDtypes; ++i) {
     Dtype t = static_cast<Dtype>(i);
     if (name == safetensors_dtype(t)) {

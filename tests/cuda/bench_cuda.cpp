@@ -1,6 +1,10 @@
 // Quick GPU timings for the CUDA backend (not a test): device-to-device copy
 // as the bandwidth ceiling, then elementwise, reductions, softmax and the
-// decode GEMV against cuBLASLt, each as GB/s and a fraction of the copy.
+// decode GEMV against cuBLASLt, each as GB/s and a fraction of the copy,
+// and the fp8_gemm rows (scaled_matmul 8192^3, per-tensor and block scales)
+// as TFLOP/s and a fraction of the H200's dense FP8 peak.
+//   kiln_cuda_bench [ROW]   runs the copy and the rows whose section name
+//   (elementwise, gemv, fp8_gemm) contains ROW; all of them without one.
 // Each op's eval_gpu is called directly on this thread (the scheduler's
 // per-node cost stays out) and timed with CUDA events over many
 // repetitions, rotating input sets that together exceed the L2.
@@ -8,6 +12,7 @@
 
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_common.h"
@@ -59,6 +64,36 @@ array on_gpu(array x) {
 
 double copy_gbs = 0;
 
+// NVIDIA's dense FP8 tensor-core peak for the H100 / H200 SXM (data sheet);
+// torch._scaled_mm reaches ~1242 TFLOP/s of it on this shape.
+constexpr double kFp8PeakTflops = 1979.0;
+
+void report_tflops(const char* name, double flops, float ms) {
+  double tf = flops / (ms * 1e-3) / 1e12;
+  std::printf("%-44s %9.3f ms %9.1f TFLOP/s  %5.1f%% of FP8 peak\n", name, ms, tf, 100 * tf / kFp8PeakTflops);
+}
+
+// scaled_matmul, fp8 e4m3 [M, K] x [K, N] (b the transposed view of a
+// row-major [N, K] weight), bf16 out: per-tensor and 1x128 / 128x128 block
+// scales. Two input sets (128 MB each) so that the L2 holds neither.
+void bench_fp8_gemm(int side) {
+  const int M = side, K = side, N = side, kb = (K + 127) / 128, nb = (N + 127) / 128;
+  for (bool block : {false, true}) {
+    std::vector<array> nodes;
+    for (int set = 0; set < 2; ++set) {
+      array a = astype(random::uniform({M, K}, float32, std::nullopt, Device::gpu), float8_e4m3fn, Device::gpu);
+      array w = astype(random::uniform({N, K}, float32, std::nullopt, Device::gpu), float8_e4m3fn, Device::gpu);
+      array sa = block ? random::uniform({M, kb}, float32, std::nullopt, Device::gpu) : array(0.5f);
+      array sb = block ? random::uniform({kb, nb}, float32, std::nullopt, Device::gpu) : array(2.0f);
+      eval({a, w, sa, sb});
+      nodes.push_back(scaled_matmul(a, transpose(w), sa, sb, bfloat16, Device::gpu));
+    }
+    char name[96];
+    std::snprintf(name, sizeof name, "fp8_gemm e4m3 %d^3 %s -> bf16", side, block ? "block 1x128/128x128" : "per-tensor");
+    report_tflops(name, 2.0 * M * N * K, time_nodes(nodes, 20));
+  }
+}
+
 void report(const char* name, double bytes, float ms) {
   double gbs = bytes / (ms * 1e-3) / 1e9;
   std::printf("%-44s %9.3f ms %9.1f GB/s  %5.1f%% of copy\n", name, ms, gbs, copy_gbs > 0 ? 100 * gbs / copy_gbs : 0.0);
@@ -66,7 +101,9 @@ void report(const char* name, double bytes, float ms) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string only = argc > 1 ? argv[1] : "";
+  auto want = [&](const char* section) { return only.empty() || std::string(section).find(only) != std::string::npos; };
   if (!is_available(Device::gpu)) {
     std::printf("no GPU: %s\n", "skipping the CUDA bench");
     return 0;
@@ -86,8 +123,10 @@ int main() {
     cudaFree(src);
     cudaFree(dst);
   }
+  if (want("fp8_gemm")) bench_fp8_gemm(8192);
   const int n = 64 << 20;  // 64 Mi elements
   for (Dtype t : {float32, bfloat16}) {
+    if (!want("elementwise")) break;
     array x = on_gpu(random::uniform({n}, t)), y = on_gpu(random::uniform({n}, t));
     std::vector<array> nodes = {add(x, y, Device::gpu)};
     double b = 3.0 * n * size_of(t);
@@ -116,6 +155,7 @@ int main() {
   }
   struct Shape2 { int k, n; };
   for (Shape2 sh : {Shape2{4096, 4096}, Shape2{4096, 14336}, Shape2{8192, 8192}}) {
+    if (!want("gemv")) break;
     for (int m : {1, 4, 8}) {
       std::vector<array> ours, lt;
       array x = on_gpu(random::uniform({m, sh.k}, bfloat16));

@@ -76,6 +76,7 @@ void register_conv();          // convolutions (cases_conv.cpp)
 void register_linalg();        // kiln::linalg, einsum, random::multivariate_normal
 void register_numpy_extras();  // windows, median, gather_mm, hadamard ... (cases_numpy_extras.cpp)
 void register_complex();       // complex64 ops and kiln::fft (cases_complex.cpp)
+void register_fp8();           // scaled_matmul (cases_fp8.cpp)
 // All of the above, once.
 void register_all();
 

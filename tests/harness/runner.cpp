@@ -11,6 +11,7 @@
 
 #include "core/primitives.h"
 #include "core/primitives_linalg.h"
+#include "core/primitives_scaled_mm.h"
 #include "harness/harness.h"
 #include "test_util.h"
 
@@ -46,6 +47,7 @@ void register_all() {
     register_linalg();
     register_numpy_extras();
     register_complex();
+    register_fp8();
   });
 }
 
@@ -594,6 +596,7 @@ std::vector<std::string> required_primitives() {
   KILN_FOR_EACH_PRIMITIVE(KILN_HARNESS_NAME)
   KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(KILN_HARNESS_NAME)
   KILN_FOR_EACH_LINALG_PRIMITIVE(KILN_HARNESS_NAME)
+  KILN_FOR_EACH_FP8_PRIMITIVE(KILN_HARNESS_NAME)
 #undef KILN_HARNESS_NAME
   std::vector<std::string> expanded;
   for (const auto& n : out) {

@@ -485,6 +485,34 @@ void add_quant(std::vector<GpuDrill>& out, bool quick) {
   }
 }
 
+// D4 fp8_gemm: scaled_matmul 8192^3 on e4m3 operands (b the transposed view
+// of a row-major [N, K] weight: cuBLASLt's FP8 layout, scaled_mm.cpp), bf16
+// out, per-tensor and 1x128 / 128x128 block scales; torch._scaled_mm is the
+// peer (bench/peers/gpu_peers.py, same labels). tests/cuda checks the values.
+void add_fp8(std::vector<GpuDrill>& out, bool quick) {
+  const int side = quick ? 1024 : 8192, blocks = side / 128;
+  for (bool block : {false, true}) {
+    const double s = side;
+    out.push_back({"D4", "fp8_gemm", block ? "e4m3_block" : "e4m3_tensor", {side, side, side}, 4.0 * s * s,
+                   2.0 * s * s * s, [=] {
+                     GpuCase c;
+                     for (int i = 0; i < 2; ++i) {
+                       array a = astype(random_input({side, side}, float32, 81 + 2 * i, -1, 1), float8_e4m3fn);
+                       array w = astype(random_input({side, side}, float32, 82 + 2 * i, -1, 1), float8_e4m3fn);
+                       array sa = block ? random_input({side, blocks}, float32, 91 + i, 0.5f, 2.0f) : array(0.5f);
+                       array sb = block ? random_input({blocks, blocks}, float32, 93 + i, 0.5f, 2.0f) : array(2.0f);
+                       eval({a, w, sa, sb});
+                       c.input_sets.push_back({a, w, sa, sb});
+                     }
+                     c.make = [](const std::vector<array>& in) {
+                       return scaled_matmul(in[0], transpose(in[1]), in[2], in[3], bfloat16);
+                     };
+                     c.check = false;
+                     return c;
+                   }});
+  }
+}
+
 // D4: MLX's microscaling modes (quantized_fp.cu) in the same decode shape:
 // bytes = packed codes + one e8m0 byte per 32 values.
 void add_quant_fp(std::vector<GpuDrill>& out, bool quick) {
@@ -610,6 +638,7 @@ int run_gpu_bench(const BenchOptions& opts) {
   add_attention(drills, opts.quick);
   add_quant(drills, opts.quick);
   add_quant_fp(drills, opts.quick);
+  add_fp8(drills, opts.quick);
   add_quant_blocks(drills, opts.quick);
   std::erase_if(drills, [&](const GpuDrill& d) { return !std::regex_search(describe(d), filter); });
   if (drills.empty()) {

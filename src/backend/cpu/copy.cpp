@@ -48,9 +48,9 @@ bool streaming_pays(size_t bytes) {
 void set_streaming_threshold(size_t bytes) { g_streaming_threshold.store(bytes, std::memory_order_relaxed); }
 
 void cast_contiguous(const void* src, Dtype s, void* dst, Dtype d, size_t n) {
-  dispatch_with_complex(s, [&](auto st) {
+  dispatch_copyable(s, [&](auto st) {
     using S = typename decltype(st)::type;
-    dispatch_with_complex(d, [&](auto dt) {
+    dispatch_copyable(d, [&](auto dt) {
       using D = typename decltype(dt)::type;
       const S* in = static_cast<const S*>(src);
       D* out = static_cast<D*>(dst);
@@ -165,18 +165,18 @@ void copy_strided(const void* src, Dtype s, const Shape& shape, const Strides& s
       copy_transposed_32bit(src, dst, l);
       return;
     }
-    dispatch_with_complex(s, [&](auto st) {
+    dispatch_copyable(s, [&](auto st) {
       using S = typename decltype(st)::type;
-      dispatch_with_complex(d, [&](auto dt) {
+      dispatch_copyable(d, [&](auto dt) {
         using D = typename decltype(dt)::type;
         copy_transposed_tiles(static_cast<const S*>(src), static_cast<D*>(dst), l);
       });
     });
     return;
   }
-  dispatch_with_complex(s, [&](auto st) {
+  dispatch_copyable(s, [&](auto st) {
     using S = typename decltype(st)::type;
-    dispatch_with_complex(d, [&](auto dt) {
+    dispatch_copyable(d, [&](auto dt) {
       using D = typename decltype(dt)::type;
       const S* in = static_cast<const S*>(src);
       D* out = static_cast<D*>(dst);

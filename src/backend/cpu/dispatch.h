@@ -1,5 +1,6 @@
 #pragma once
 // Runtime dtype -> C++ type dispatch for the CPU kernels.
+#include <string>
 #include <type_traits>
 
 #include "kiln/dtype.h"
@@ -32,6 +33,9 @@ decltype(auto) dispatch_all(Dtype t, F&& f) {
     case float32: return f(TypeTag<float>{});
     case float64: return f(TypeTag<double>{});
     case complex64: throw Error("[dispatch] this kernel does not support complex64");
+    case float8_e4m3fn:
+    case float8_e5m2:
+      throw Error(std::string("[dispatch] this kernel does not support ") + dtype_name(t));
   }
   throw Error("[dispatch] unknown dtype");
 }
@@ -43,13 +47,25 @@ decltype(auto) dispatch_with_complex(Dtype t, F&& f) {
   return dispatch_all(t, std::forward<F>(f));
 }
 
+// dispatch_with_complex, the fp8 storage types included: for the copies and
+// casts (the only CPU kernels that take fp8 besides scaled_matmul's; the op
+// layer refuses fp8 elsewhere, see Primitive::accepts_fp8).
+template <typename F>
+decltype(auto) dispatch_copyable(Dtype t, F&& f) {
+  if (t == float8_e4m3fn) return f(TypeTag<float8_e4m3fn_t>{});
+  if (t == float8_e5m2) return f(TypeTag<float8_e5m2_t>{});
+  return dispatch_with_complex(t, std::forward<F>(f));
+}
+
+// The 16- and 8-bit float storage types: they compute in float and convert
+// from float with one rounding.
 template <typename T>
-inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>;
+inline constexpr bool is_half_v = std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t> || is_fp8_v<T>;
 
 template <typename T>
 inline constexpr bool is_complex_v = std::is_same_v<T, complex64_t>;
 
-// The type arithmetic happens in: float for the 16-bit floats.
+// The type arithmetic happens in: float for the 16- and 8-bit floats.
 template <typename T>
 using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 

@@ -218,6 +218,8 @@ void Scatter::eval_cpu(const std::vector<array>& inputs, array& out) {
     case float32: run_scatter<float>(plan, pu, po, reduce_); break;
     case float64: run_scatter<double>(plan, pu, po, reduce_); break;
     case complex64: throw Error(std::string("[") + name() + "] is not supported for complex64");
+    case float8_e4m3fn:
+    case float8_e5m2: throw Error(std::string("[") + name() + "] is not supported for " + dtype_name(out.dtype()));
   }
 }
 

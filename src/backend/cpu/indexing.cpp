@@ -191,6 +191,8 @@ void ScatterAxis::eval_cpu(const std::vector<array>& inputs, array& out) {
     case float32: scatter_rows<float>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case float64: scatter_rows<double>(pv, vst, indices, idx.shape(), axis_, po, ost, add); break;
     case complex64: throw Error(std::string("[") + op + "] is not supported for complex64");
+    case float8_e4m3fn:
+    case float8_e5m2: throw Error(std::string("[") + op + "] is not supported for " + dtype_name(out.dtype()));
   }
 }
 

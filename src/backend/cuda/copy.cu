@@ -2,8 +2,8 @@
 // on the CPU) and slice_update. A same-type copy moves raw elements of 1,
 // 2, 4 or 8 bytes (contiguous: cudaMemcpyAsync; two-dim transposes: tiles
 // through shared memory); a cast is one kernel per
-// source type with the destination type a run-time switch, so 10 kernels
-// cover all 100 pairs.
+// source type with the destination type a run-time switch, so 16 kernels
+// cover all 256 pairs.
 #include "backend/common/layout.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/primitives.h"
@@ -81,6 +81,8 @@ __device__ __forceinline__ void store_as(char* dst, Dtype d, int64_t i, S x) {
     case Dtype::float32: reinterpret_cast<float*>(dst)[i] = convert<float>(x); break;
     case Dtype::float64: reinterpret_cast<double*>(dst)[i] = convert<double>(x); break;
     case Dtype::complex64: reinterpret_cast<complex64_t*>(dst)[i] = convert<complex64_t>(x); break;
+    case Dtype::float8_e4m3fn: reinterpret_cast<float8_e4m3fn_t*>(dst)[i] = convert<float8_e4m3fn_t>(x); break;
+    case Dtype::float8_e5m2: reinterpret_cast<float8_e5m2_t*>(dst)[i] = convert<float8_e5m2_t>(x); break;
   }
 }
 
@@ -137,7 +139,7 @@ void copy_strided(const char* src, Dtype sd, const Shape& shape, const Strides& 
       default: copy_raw<uint64_t><<<g, kBlock, 0, s>>>(reinterpret_cast<const uint64_t*>(src), reinterpret_cast<uint64_t*>(dst), l, n); break;
     }
   } else {
-    dispatch_with_complex(sd, [&](auto tag) {
+    dispatch_copyable(sd, [&](auto tag) {
       using S = typename decltype(tag)::type;
       cast_strided<S><<<grid_for(n, 4, kBlock), kBlock, 0, s>>>(reinterpret_cast<const S*>(src), dst, dd, l, n);
     });

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <string>
 #include <limits>
 #include <type_traits>
 
@@ -40,6 +41,9 @@ void dispatch(Dtype t, F&& f) {
     case Dtype::float32: return f(Tag<float>{});
     case Dtype::float64: return f(Tag<double>{});
     case Dtype::complex64: throw Error("[cuda] this kernel does not support complex64");
+    case Dtype::float8_e4m3fn:
+    case Dtype::float8_e5m2:
+      throw Error(std::string("[cuda] this kernel does not support ") + dtype_name(t));
   }
   throw Error("[cuda] unknown dtype");
 }
@@ -58,6 +62,20 @@ template <typename F>
 void dispatch_with_complex(Dtype t, F&& f) {
   if (t == Dtype::complex64) return f(Tag<complex64_t>{});
   dispatch(t, std::forward<F>(f));
+}
+
+template <>
+struct is_fp8_type<float8_e4m3fn_t> : std::true_type {};
+template <>
+struct is_fp8_type<float8_e5m2_t> : std::true_type {};
+
+// dispatch_with_complex, the fp8 storage types included: for the casts
+// (the op layer lets fp8 reach only the byte moves and scaled_matmul).
+template <typename F>
+void dispatch_copyable(Dtype t, F&& f) {
+  if (t == Dtype::float8_e4m3fn) return f(Tag<float8_e4m3fn_t>{});
+  if (t == Dtype::float8_e5m2) return f(Tag<float8_e5m2_t>{});
+  dispatch_with_complex(t, std::forward<F>(f));
 }
 
 constexpr int kMaxDims = 8;
