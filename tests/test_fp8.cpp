@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -272,6 +273,16 @@ TEST(Fp8Dtype, NamesSizesCategoriesAndPromotion) {
   EXPECT_EQ(promote_types(float8_e4m3fn, float8_e5m2), bfloat16);
   EXPECT_FALSE(is_fp8(float16));
   EXPECT_EQ(dtype_of<float8_e5m2_t>, float8_e5m2);
+}
+
+TEST(Fp8Dtype, NpyHasNoFp8TypeAndSaysSo) {
+  array x = astype(random_array({3}, float32), float8_e4m3fn);
+  std::string path = (std::filesystem::temp_directory_path() / "kiln_fp8_test.npy").string();
+  EXPECT_TRUE(throws_error([&] { save(path, x); }, {"[save]", "float8_e4m3fn", "uint8"}));
+  // The codes as uint8 save and load back.
+  save(path, view(x, uint8));
+  EXPECT_EQ(fp8_bytes_of(view(load(path), float8_e4m3fn)), fp8_bytes_of(x));
+  std::filesystem::remove(path);
 }
 
 }  // namespace
