@@ -222,6 +222,11 @@ TEST_P(Fp8Formats, LayoutOpsMoveTheCodes) {
   // A transposed copy through the tiled path (16 x 16 and more).
   array big = astype(random_array({40, 33}, float32, -8, 8), f().dtype);
   same(contiguous(transpose(big)), transpose(astype(big, float32)));
+  // Creation.
+  same(zeros({2, 3}, f().dtype), zeros({2, 3}));
+  same(ones({2, 3}, f().dtype), ones({2, 3}));
+  same(full({4}, 1.5f, f().dtype), full({4}, 1.5f));
+  same(zeros_like(x), zeros({4, 6}));
   // Host values of the storage type.
   float8_e4m3fn_t h(3.0f);
   EXPECT_EQ(static_cast<float>(array(h).item<float8_e4m3fn_t>()), 3.0f);

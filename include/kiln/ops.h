@@ -569,10 +569,12 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
 // rounded once to out_dtype: bfloat16 or float32, others refused. Only
 // 2-d operands (no batch axes: refused); no gradients (vjp, jvp and vmap
 // throw a kiln::Error). Plain matmul refuses fp8 operands and names this
-// op. GPU: cuBLASLt's FP8 path on Hopper (block scales need CUDA 12.9+
-// and K, N multiples of 16 with M a multiple of 16 per cuBLASLt's rules;
-// shapes it refuses fall back to the dequantizing path). CPU: the scaled
-// operands dequantized to float32 and the float32 GEMM.
+// op. GPU: cuBLASLt's FP8 path on Hopper for M, N, K multiples of 16 (block
+// scales: CUDA 12.9+, K a multiple of 512, N of 128, and for now only with
+// KILN_CUDA_FP8_BLOCK_LT=1, until the GPU suite has checked them); other
+// shapes, and block scales without that variable, take the dequantizing
+// path (float32 copies with the scales folded in, the float32 GEMM), as the
+// CPU does.
 array scaled_matmul(const array& a, const array& b, const array& scale_a, const array& scale_b,
                     Dtype out_dtype = bfloat16, StreamOrDevice s = {});
 

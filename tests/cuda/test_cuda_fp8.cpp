@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -89,7 +90,19 @@ struct Fp8GemmShape {
   bool b_transposed;  // b as transpose of a row-major [N, K] array
 };
 
-TEST_F(GpuFp8, ScaledMatmulMatchesTheReferenceAndTheCpu) {
+// Block scales reach cuBLASLt only with KILN_CUDA_FP8_BLOCK_LT=1 (opt-in until
+// this suite has checked them): the test runs with it off (the dequantizing
+// path) and on (cuBLASLt's BLK128x128 / VEC128 modes).
+class GpuFp8BlockPath : public GpuFp8, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    GpuFp8::SetUp();
+    if (GetParam()) setenv("KILN_CUDA_FP8_BLOCK_LT", "1", 1);
+  }
+  void TearDown() override { unsetenv("KILN_CUDA_FP8_BLOCK_LT"); }
+};
+
+TEST_P(GpuFp8BlockPath, ScaledMatmulMatchesTheReferenceAndTheCpu) {
   // cuBLASLt-eligible shapes (multiples of 16; block mode K % 512, N % 128)
   // and odd ones that take the fallback.
   const Fp8GemmShape shapes[] = {{128, 512, 256, true},  {256, 1024, 384, true}, {64, 2048, 128, false},
@@ -119,6 +132,9 @@ TEST_F(GpuFp8, ScaledMatmulMatchesTheReferenceAndTheCpu) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(GpuFp8, GpuFp8BlockPath, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "cublaslt_blocks" : "dequantize_blocks"; });
 
 TEST_F(GpuFp8, ScaledMatmulRefusesWhatTheCpuRefuses) {
   array a = astype(random_array({16, 128}, float32), float8_e5m2);

@@ -16,6 +16,11 @@
 //   VEC128_32F layout (row fastest: [ceil(K/128)][M]), as torch._scaled_mm
 //   passes them; ours are row-major [M, kb] and [kb, nb], so both get a
 //   small transposing copy (kb * (M + nb) floats).
+// - Block scales through cuBLASLt are opt-in (KILN_CUDA_FP8_BLOCK_LT=1, read at
+//   each call) until the GPU suite (tests/cuda/test_cuda_fp8.cpp, which runs
+//   both ways) has checked those scale layouts on an H200: written from
+//   torch's layout rules, never run yet. Without it block mode takes the
+//   fallback below (right, slow); per-tensor scales always use cuBLASLt.
 // - Shapes whose layouts are not certain (block mode with K not a multiple
 //   of 512 or N not of 128; anything not a multiple of 16) and problems
 //   the heuristic has no kernel for take the fallback: dequantize to float32
@@ -24,6 +29,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -159,6 +165,11 @@ bool lt_fp8(const Fp8Key& k, const char* a, const char* b, const float* sa, cons
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+bool block_scales_through_cublaslt() {
+  const char* e = std::getenv("KILN_CUDA_FP8_BLOCK_LT");
+  return e && std::string(e) == "1";
+}
+
 // The cuBLASLt path: operands and scales laid out as its FP8 kernels take
 // them (see the top of the file). False: use the fallback.
 bool try_cublaslt(const array& a, const array& b, const char* pa, const char* pb, const float* sa, const float* sb,
@@ -166,7 +177,7 @@ bool try_cublaslt(const array& a, const array& b, const char* pa, const char* pb
   const int64_t M = a.shape(0), K = a.shape(1), N = b.shape(1);
   if (M % 16 || N % 16 || K % 16) return false;
   const int64_t kb = smm::blocks(K), nb = smm::blocks(N);
-  if (block && (K % 128 || kb % 4 || N % 128)) return false;
+  if (block && (!block_scales_through_cublaslt() || K % 128 || kb % 4 || N % 128)) return false;
   cudaStream_t s = current_stream();
   const auto& da = *a.desc();
   const auto& db = *b.desc();
