@@ -570,11 +570,12 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
 // 2-d operands (no batch axes: refused); no gradients (vjp, jvp and vmap
 // throw a kiln::Error). Plain matmul refuses fp8 operands and names this
 // op. GPU: cuBLASLt's FP8 path on Hopper for M, N, K multiples of 16 (block
-// scales: CUDA 12.9+, K a multiple of 512, N of 128, and for now only with
-// KILN_CUDA_FP8_BLOCK_LT=1, until the GPU suite has checked them); other
-// shapes, and block scales without that variable, take the dequantizing
-// path (float32 copies with the scales folded in, the float32 GEMM), as the
-// CPU does.
+// scales: CUDA 12.9+, K a multiple of 512, N of 128; there the tensor cores
+// add each 128-wide K block in reduced precision, about 2e-4 of sum |a*b|,
+// as torch._scaled_mm's block mode does; KILN_CUDA_FP8_BLOCK_LT=0 sends
+// block scales to the exact path instead); other shapes take the
+// dequantizing path (float32 copies with the scales folded in, the float32
+// GEMM), as the CPU does.
 array scaled_matmul(const array& a, const array& b, const array& scale_a, const array& scale_b,
                     Dtype out_dtype = bfloat16, StreamOrDevice s = {});
 

@@ -34,6 +34,20 @@ std::vector<uint8_t> fp8_bytes(const array& a) {
 
 bool same_fp8_bytes(const array& g, const array& c) { return fp8_bytes(g) == fp8_bytes(c); }
 
+// Decoded fp8 codes: the same values, signs of zero included; any NaN
+// matches any NaN (the GPU's half and bfloat16 conversions keep a NaN's
+// payload bits, the CPU's go through float32's quiet NaN).
+::testing::AssertionResult same_decoded(const array& g, const array& c) {
+  std::vector<double> gv = to_double(g), cv = to_double(c);
+  if (gv.size() != cv.size()) return ::testing::AssertionFailure() << "sizes differ";
+  for (size_t i = 0; i < gv.size(); ++i) {
+    bool same = (std::isnan(gv[i]) && std::isnan(cv[i])) ||
+                (gv[i] == cv[i] && std::signbit(gv[i]) == std::signbit(cv[i]));
+    if (!same) return ::testing::AssertionFailure() << "code " << i << ": gpu " << gv[i] << ", cpu " << cv[i];
+  }
+  return ::testing::AssertionSuccess();
+}
+
 std::vector<float> fp8_float_sweep() {
   std::vector<float> xs = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 448.0f, 464.0f, 57344.0f, 61440.0f, 1e30f};
   for (uint32_t u = 0; u < 0x7f800000u; u += 0x3ffdu) {
@@ -61,7 +75,11 @@ TEST_F(GpuFp8, CastsGiveTheCpuBytes) {
   array xd = astype(random_array({4096}, float64, -600, 600), float64);
   for (Dtype t : {float8_e4m3fn, float8_e5m2}) {
     array c = view(array(codes, {256}, uint8), t);
-    for (Dtype to : {float32, float16, bfloat16, float64, int32, bool_}) {
+    for (Dtype to : {float32, float16, bfloat16, float64}) {
+      EXPECT_TRUE(same_decoded(astype(c, to, Device::gpu), astype(c, to, Device::cpu))) << dtype_name(t) << " -> "
+                                                                                         << dtype_name(to);
+    }
+    for (Dtype to : {int32, bool_}) {
       EXPECT_TRUE(same_fp8_bytes(astype(c, to, Device::gpu), astype(c, to, Device::cpu)))
           << dtype_name(t) << " -> " << dtype_name(to);
     }
@@ -90,14 +108,16 @@ struct Fp8GemmShape {
   bool b_transposed;  // b as transpose of a row-major [N, K] array
 };
 
-// Block scales reach cuBLASLt only with KILN_CUDA_FP8_BLOCK_LT=1 (opt-in until
-// this suite has checked them): the test runs with it off (the dequantizing
-// path) and on (cuBLASLt's BLK128x128 / VEC128 modes).
+// Block scales go to cuBLASLt by default; KILN_CUDA_FP8_BLOCK_LT=0 sends
+// them to the dequantizing path. The test runs both ways. cuBLASLt's block
+// kernels add each 128-wide K block in the tensor cores' reduced precision
+// (measured on the H200: up to 1.8e-4 of sum |a*b|), so that path gets a
+// 5e-4 bound on the sum; the others keep 1e-4.
 class GpuFp8BlockPath : public GpuFp8, public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     GpuFp8::SetUp();
-    if (GetParam()) setenv("KILN_CUDA_FP8_BLOCK_LT", "1", 1);
+    if (!GetParam()) setenv("KILN_CUDA_FP8_BLOCK_LT", "0", 1);
   }
   void TearDown() override { unsetenv("KILN_CUDA_FP8_BLOCK_LT"); }
 };
@@ -119,12 +139,13 @@ TEST_P(GpuFp8BlockPath, ScaledMatmulMatchesTheReferenceAndTheCpu) {
           std::string what = std::to_string(sh.M) + "x" + std::to_string(sh.K) + "x" + std::to_string(sh.N) +
                              (block ? " block " : " tensor ") + dtype_name(ta) + " x " + dtype_name(tb) + " -> " +
                              dtype_name(out);
-          EXPECT_TRUE(smm_matches_reference(g, p, 1e-4)) << what;
+          const double sum_rtol = block && GetParam() ? 5e-4 : 1e-4;
+          EXPECT_TRUE(smm_matches_reference(g, p, sum_rtol)) << what;
           std::vector<double> gv = to_double(g), cv = to_double(c), want, mag;
           smm_reference(p, want, mag);
           const double out_rtol = out == bfloat16 ? std::ldexp(1.0, -7) : 0.0;
           for (size_t i = 0; i < gv.size(); ++i) {
-            ASSERT_LE(std::fabs(gv[i] - cv[i]), out_rtol * std::fabs(cv[i]) + 2e-4 * mag[i] + 1e-30)
+            ASSERT_LE(std::fabs(gv[i] - cv[i]), out_rtol * std::fabs(cv[i]) + 2 * sum_rtol * mag[i] + 1e-30)
                 << what << " element " << i;
           }
         }

@@ -492,7 +492,6 @@ void add_quant(std::vector<GpuDrill>& out, bool quick) {
 // peer (bench/peers/gpu_peers.py, same labels). tests/cuda checks the values.
 void add_fp8(std::vector<GpuDrill>& out, bool quick) {
   const int side = quick ? 1024 : 8192, blocks = side / 128;
-  setenv("KILN_CUDA_FP8_BLOCK_LT", "1", 0);  // block scales through cuBLASLt (opt-in in the library)
   for (bool block : {false, true}) {
     const double s = side;
     out.push_back({"D4", "fp8_gemm", block ? "e4m3_block" : "e4m3_tensor", {side, side, side}, 4.0 * s * s,
