@@ -10,6 +10,9 @@ CMAKE_FLAGS ?=
 # A compiler cache, where one is installed, makes rebuilds of unchanged files free.
 CCACHE := $(shell command -v ccache 2>/dev/null)
 ifneq ($(CCACHE),)
+# Paths relative to the checkout, so a fresh clone elsewhere hits the same cache.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 CMAKE_FLAGS += -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CUDA_COMPILER_LAUNCHER=$(CCACHE)
 endif
 APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev liblapacke-dev libkissfft-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpcre2-dev \
