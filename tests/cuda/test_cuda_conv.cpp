@@ -73,6 +73,42 @@ TEST_F(GpuConv, TransposedAndNonContiguous) {
       [&](StreamOrDevice s) { return conv3d(x3, w3, {1, 2, 1}, {1, 1, 1}, {1, 1, 2}, 1, s); }, 1e-4, 1e-4));
 }
 
+// 16-bit convolutions go to cuDNN where it loads (cudnn_conv.cpp) and to
+// im2col + cuBLASLt where it does not or declines (KILN_CUDA_CUDNN=0 runs
+// this test on the latter): 1-d, grouped and dilated 2-d, flipped with
+// per-side padding (cuDNN pads symmetrically, so some of these must fall
+// back), 3-d, and a 3-channel first layer.
+TEST_F(GpuConv, HalfPrecisionForms) {
+  for (Dtype t : {bfloat16, float16}) {
+    const double tol = 4 * test::tolerance(t);
+    auto check = [&](const Shape& xs, const Shape& ws, const std::function<array(const array&, const array&,
+                                                                               StreamOrDevice)>& conv) {
+      array x = astype(random::normal(xs), t), w = astype(random::normal(ws), t);
+      eval({x, w});
+      EXPECT_TRUE(gpu_matches_cpu([&](StreamOrDevice s) { return conv(x, w, s); }, tol, 10 * tol))
+          << dtype_name(t) << " x " << test::fmt(xs) << " w " << test::fmt(ws);
+    };
+    check({3, 37, 16}, {24, 5, 16}, [](const array& x, const array& w, StreamOrDevice s) {
+      return conv1d(x, w, 2, 2, 1, 1, s);
+    });
+    check({2, 19, 21, 32}, {48, 3, 3, 8}, [](const array& x, const array& w, StreamOrDevice s) {
+      return conv2d(x, w, {1, 2}, {2, 1}, {2, 1}, 4, s);
+    });
+    check({2, 13, 11, 16}, {8, 3, 2, 16}, [](const array& x, const array& w, StreamOrDevice s) {
+      return conv_general(x, w, {1, 1}, {1, 0}, {2, 1}, {1, 1}, {1, 1}, 1, true, s);
+    });
+    check({2, 13, 11, 16}, {8, 3, 3, 16}, [](const array& x, const array& w, StreamOrDevice s) {
+      return conv_general(x, w, {2, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 1, true, s);
+    });
+    check({1, 6, 7, 8, 16}, {8, 3, 3, 3, 16}, [](const array& x, const array& w, StreamOrDevice s) {
+      return conv3d(x, w, {1, 2, 1}, {1, 1, 1}, {1, 1, 2}, 1, s);
+    });
+    check({2, 32, 32, 3}, {16, 7, 7, 3}, [](const array& x, const array& w, StreamOrDevice s) {
+      return conv2d(x, w, {2, 2}, {3, 3}, {1, 1}, 1, s);
+    });
+  }
+}
+
 TEST_F(GpuConv, GradientsMatchTheCpu) {
   array x = random::normal({3, 11, 10, 6});
   array w = random::normal({8, 3, 3, 3});

@@ -65,7 +65,9 @@ struct GpuCeilings {
   double copy_gbps = 0;
   std::map<std::string, double> gemm_gflops;  // by dtype label, 8192^3 through cuBLASLt
   double peak_for(const std::string& dtype) const {
-    auto it = gemm_gflops.find(dtype == "float16" ? "bfloat16" : dtype);
+    // fp8 rows (e4m3_tensor, e4m3_block) share the per-tensor FP8 rate.
+    const std::string key = dtype == "float16" ? "bfloat16" : dtype.rfind("e4m3", 0) == 0 ? "e4m3" : dtype;
+    auto it = gemm_gflops.find(key);
     return it == gemm_gflops.end() ? 0 : it->second;
   }
 };
@@ -659,6 +661,16 @@ int run_gpu_bench(const BenchOptions& opts) {
     BenchRow r = measure(peak[0], opts);
     if (!r.error.empty()) throw Error("measuring the " + std::string(label) + " matmul peak: " + r.error);
     ceil.gemm_gflops[label] = *r.gflops;
+  }
+  // The FP8 roof, measured only when an fp8 row runs: per-tensor scales
+  // through cuBLASLt at the same size (so that row reads ~1.0 by design, and
+  // the block-scaled row reads its cost against it).
+  if (std::any_of(drills.begin(), drills.end(), [](const GpuDrill& d) { return d.dtype.rfind("e4m3", 0) == 0; })) {
+    std::vector<GpuDrill> peak;
+    add_fp8(peak, opts.quick);
+    BenchRow r = measure(peak[0], opts);
+    if (!r.error.empty()) throw Error("measuring the fp8 matmul peak: " + r.error);
+    ceil.gemm_gflops["e4m3"] = *r.gflops;
   }
   print_gpu_ceilings(ceil);
 

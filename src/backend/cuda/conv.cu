@@ -15,11 +15,14 @@
 // alone, too little for a GEMM: a direct kernel gives each thread one
 // output element (consecutive threads: consecutive channels, so the input
 // reads coalesce). The index math (padding, dilations, flip) is
-// backend/common/conv_geometry.h, shared with the CPU kernels.
+// backend/common/conv_geometry.h, shared with the CPU kernels. 16-bit
+// convolutions go to cuDNN first where it can be loaded (cudnn_conv.cpp).
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/common/conv_geometry.h"
+#include "backend/cuda/cudnn_conv.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
 #include "core/primitives_conv.h"
@@ -65,19 +68,31 @@ __device__ __forceinline__ bool source_offset(const Geometry& g, const View5& xs
 // warp copies the chunk's taps x Cg elements in order (coalesced writes; the
 // reads coalesce over channels) with each element's tap offset shuffled
 // from the lane that found it. (A thread per element that redid the 64-bit
-// index math each time ran at 6 TFLOP/s on the D3 conv row.)
+// index math each time ran at 6 TFLOP/s on the D3 conv row.) T is either
+// the element type or, where channels are contiguous and 16-byte aligned, a
+// 16-byte vector of them (uint4): then xs, cg and patch count vectors, and a
+// lane moves 16 bytes a step (scalar bf16 steps ran the D3 row's im2col at
+// 0.32 TB/s, 321 us of the row's 330).
 template <typename T>
-__global__ void im2col_kernel(const T* __restrict__ x, View5 xs, Geometry g, int64_t q, int64_t r0, int64_t rows,
-                              T* __restrict__ cols) {
+__device__ __forceinline__ T zero_value() {
+  if constexpr (std::is_same_v<T, uint4>) {
+    return make_uint4(0u, 0u, 0u, 0u);
+  } else {
+    return convert<T>(0.0f);
+  }
+}
+
+template <typename T>
+__global__ void im2col_kernel(const T* __restrict__ x, View5 xs, Geometry g, int64_t cg, int64_t patch, int64_t q,
+                              int64_t r0, int64_t rows, T* __restrict__ cols) {
   const int lane = static_cast<int>(threadIdx.x & 31);
   const int64_t warps = (static_cast<int64_t>(gridDim.x) * blockDim.x) >> 5;
-  const int64_t cg = g.Cg;
   for (int64_t w = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) >> 5; w < rows; w += warps) {
     const int64_t r = r0 + w;
     int64_t p[3];
     conv::unravel3(r % g.out_points, g.out, p);
     const T* xb = x + (r / g.out_points) * xs.n + q * cg * xs.c;
-    T* row = cols + w * g.patch;
+    T* row = cols + w * patch;
     for (int64_t t0 = 0; t0 < g.taps; t0 += 32) {
       int64_t mine = 0;
       int valid = 0;
@@ -94,7 +109,7 @@ __global__ void im2col_kernel(const T* __restrict__ x, View5 xs, Geometry g, int
         const int src = t < ntaps ? static_cast<int>(t) : 0;
         const int64_t off = __shfl_sync(0xffffffffu, mine, src);
         const int ok = __shfl_sync(0xffffffffu, valid, src);
-        if (t < ntaps) dst[t * cg + c] = ok ? xb[off + c * xs.c] : convert<T>(0.0f);
+        if (t < ntaps) dst[t * cg + c] = ok ? xb[off + c * xs.c] : zero_value<T>();
         c += 32;
         while (c >= cg) {
           c -= cg;
@@ -173,11 +188,28 @@ void conv_gemm(const array& x, const char* px, const array& w, const char* pw, c
   T* cols = static_cast<T*>(scratch(chunk * g.patch * item, "conv"));
   char* tmp = g.groups > 1 ? static_cast<char*>(scratch(chunk * g.Og * item, "conv")) : nullptr;
   const View5 xs = view5(x);
+  // 16-byte steps where every offset a lane reads or writes is a whole
+  // number of vectors: contiguous channels, strides and Cg multiples of
+  // kVec elements, an aligned base (cols, from scratch, is 256-aligned).
+  constexpr int64_t kVec = 16 / sizeof(T);
+  bool vec = xs.c == 1 && g.Cg % kVec == 0 && xs.n % kVec == 0 && reinterpret_cast<uintptr_t>(px) % 16 == 0;
+  View5 xv = xs;
+  for (int d = 0; d < conv::kMaxSpatial; ++d) {
+    vec = vec && xs.s[d] % kVec == 0;
+    xv.s[d] = xs.s[d] / kVec;
+  }
+  xv.n = xs.n / kVec;
   for (int64_t r0 = 0; r0 < M; r0 += chunk) {
     const int64_t rows = std::min(chunk, M - r0);
     for (int64_t q = 0; q < g.groups; ++q) {
-      im2col_kernel<T><<<grid_for(rows * 32, 2, kBlock), kBlock, 0, s>>>(reinterpret_cast<const T*>(px), xs, g,
-                                                                               q, r0, rows, cols);
+      if (vec) {
+        im2col_kernel<uint4><<<grid_for(rows * 32, 2, kBlock), kBlock, 0, s>>>(
+            reinterpret_cast<const uint4*>(px), xv, g, g.Cg / kVec, g.patch / kVec, q, r0, rows,
+            reinterpret_cast<uint4*>(cols));
+      } else {
+        im2col_kernel<T><<<grid_for(rows * 32, 2, kBlock), kBlock, 0, s>>>(reinterpret_cast<const T*>(px), xs, g,
+                                                                                 g.Cg, g.patch, q, r0, rows, cols);
+      }
       KILN_CUDA_CHECK_LAUNCH("conv");
       const char* wq = wp + q * wstride * item;
       if (g.groups == 1) {
@@ -218,7 +250,7 @@ void Convolution::eval_gpu(const std::vector<array>& inputs, array& out) {
             reinterpret_cast<const T*>(px), cuda::view5(x), reinterpret_cast<const T*>(pw), cuda::view5(w), g,
             reinterpret_cast<T*>(po));
         KILN_CUDA_CHECK_LAUNCH("conv");
-      } else {
+      } else if (!cuda::cudnn_conv(x, px, w, pw, g, po, s)) {
         cuda::conv_gemm<T>(x, px, w, pw, g, po, s);
       }
     } else {
