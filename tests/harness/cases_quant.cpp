@@ -105,7 +105,7 @@ std::vector<int64_t> as_indices(const array& a) {
 
 void register_quant() {
   const std::vector<Dtype> floats = {float32, float16, bfloat16, float64};
-  for (int bits : {3, 4, 8}) {
+  for (int bits : {2, 3, 4, 5, 6, 8}) {
     std::string b = std::to_string(bits);
     add({.op = "quantize",
          .primitive = "Quantize",
@@ -122,6 +122,22 @@ void register_quant() {
          .dtypes = floats,
          .ref = [bits](const Arrays& x) { return std::vector<std::vector<double>>{dequantized(x[0], x[1], x[2], 64, bits)}; },
          .diff = {1, 2}});
+  }
+  // Every other width through the transposed product (the decode layout):
+  // w [N=6, K=64], 64 * bits / 32 words a row.
+  for (int bits : {2, 3, 5, 6, 8}) {
+    add({.op = "quantized_matmul",
+         .primitive = "QuantizedMatmul",
+         .name = "x (3,64) transposed group 32 bits " + std::to_string(bits),
+         .fn = [bits](const Arrays& x) { return Arrays{quantized_matmul(x[0], x[1], x[2], x[3], true, 32, bits)}; },
+         .inputs = {in({3, 64}), fixed({6, 2 * bits}, uint32, 0, kWordMax), in({6, 2}, 0.01, 0.2), in({6, 2})},
+         .dtypes = floats,
+         .ref = [bits](const Arrays& x) {
+           auto d = dequantized(x[1], x[2], x[3], 32, bits);
+           return std::vector<std::vector<double>>{products(values(x[0]), d, 3, 64, 6, true, {0}, {0})};
+         },
+         .diff = {0},
+         .rtol_scale = 4.0});
   }
   for (bool transpose : {true, false}) {
     std::string t = transpose ? "transposed" : "plain";

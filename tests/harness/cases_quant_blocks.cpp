@@ -25,7 +25,7 @@ array blocks(const std::string& mode, int n, int k, uint64_t seed) {
 }  // namespace
 
 void register_quant_blocks() {
-  for (const std::string mode : {"q4_0", "q8_0", "q4_k", "q6_k", "q5_1", "q3_k"}) {
+  for (const std::string mode : {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k"}) {
     const int k = mode.back() == 'k' ? 256 : 64;
     add({.op = "quantized_matmul",
          .primitive = "BlockQuantizedMatmul",
