@@ -115,6 +115,24 @@ void add_custom_kernel_drills(std::vector<DrillSpec>& out, bool quick);  // D1, 
 // Random llama.cpp blocks of `mode` for w [n, k] with small finite scales, evaluated.
 array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64_t seed);
 
+// D5 decoder_layer: one decode step (batch 1, bf16) through one Llama-3-8B
+// layer (hidden 4096, 32 query / 8 KV heads of 128, MLP 14336; --quick: a
+// small one) with `kv` cached positions, built by llm::Model::random with a
+// 256-token vocabulary (embedding and logits ~1% of the bytes) and run as
+// the runtime runs it: Model::decode_step, compiled. inputs = {token,
+// position kv - 1, key buffer, value buffer}; bytes = the weights plus the
+// K/V read once (the floor the issue names: weights / bandwidth, plus the
+// cache).
+struct DecoderLayerCase {
+  std::shared_ptr<const void> model;  // keeps the llm::Model alive
+  std::function<std::vector<array>(const std::vector<array>&)> step, eager_step;
+  std::vector<array> inputs;
+  double bytes = 0, flops = 0;
+};
+DecoderLayerCase make_decoder_layer(int kv, bool quick);
+std::vector<int64_t> decoder_layer_shape(int kv, bool quick);  // [hidden, heads, kv_heads, kv]
+void decoder_layer_cost(int kv, bool quick, double& bytes, double& flops);
+
 // Helpers shared by the drill files.
 // Uniform random values in [lo, hi), evaluated.
 array random_input(const Shape& shape, Dtype dtype, uint64_t seed, float lo = -3.0f, float hi = 3.0f);

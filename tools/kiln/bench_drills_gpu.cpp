@@ -427,6 +427,23 @@ void add_attention(std::vector<GpuDrill>& out, bool quick) {
   }
 }
 
+// D5 decoder_layer: one compiled decode step through a Llama-3-8B layer
+// (bench.h says what it holds); on the GPU the compiled step replays as one
+// cached CUDA graph. tests/cuda/test_cuda_llm.cpp checks the model's values.
+void add_decoder_layer(std::vector<GpuDrill>& out, bool quick) {
+  const int kv = quick ? 512 : 4096;
+  double bytes = 0, flops = 0;
+  decoder_layer_cost(kv, quick, bytes, flops);
+  out.push_back({"D5", "decoder_layer", "bfloat16", decoder_layer_shape(kv, quick), bytes, flops, [=] {
+    GpuCase c;
+    auto d = std::make_shared<DecoderLayerCase>(make_decoder_layer(kv, quick));
+    c.input_sets.push_back(d->inputs);
+    c.make = [d](const std::vector<array>& in) { return d->step(in)[0]; };
+    c.check = false;
+    return c;
+  }});
+}
+
 void add_linalg(std::vector<GpuDrill>& out, bool quick) {
   const std::vector<int64_t> squares = quick ? std::vector<int64_t>{256, 512} : std::vector<int64_t>{1024, 2048, 4096, 8192};
   for (const char* label : {"bfloat16", "float32"}) add_conv2d(out, label, quick);
@@ -639,6 +656,7 @@ int run_gpu_bench(const BenchOptions& opts) {
   add_reductions(drills, opts.quick);
   add_linalg(drills, opts.quick);
   add_attention(drills, opts.quick);
+  add_decoder_layer(drills, opts.quick);
   add_quant(drills, opts.quick);
   add_quant_fp(drills, opts.quick);
   add_fp8(drills, opts.quick);

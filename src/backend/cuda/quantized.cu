@@ -4,8 +4,9 @@
 // - quantize: a thread per group, the CPU's arithmetic step for step
 //   (IEEE division and rint), so both backends give the same words, scales
 //   and biases (checked by tests/cuda/test_cuda_quant.cpp).
-// - dequantize: a thread per value, product and sum rounded separately
-//   (MLX's multiply then add in the scales' dtype).
+// - dequantize: a thread per packed word for 2 / 4 / 8 bits (16-byte
+//   stores), a thread per value for 3 / 5 / 6; product and sum rounded
+//   separately (MLX's multiply then add in the scales' dtype).
 // - QMV, bf16 / fp16 x, bits 4 / 8, groups of 32 / 64 / 128 (transposed w,
 //   M <= 8: decode; `kiln bench` rows qmv_affine4 / qmv_affine8):
 //   qmv_mma_kernel, on the tensor cores (mma.sync m16n8k16, fp32
@@ -139,6 +140,68 @@ __global__ void dequantize_kernel(const uint32_t* __restrict__ w, const T* __res
       T prod = static_cast<T>(__fmul_rn(static_cast<float>(q), f32(scales[g])));
       out[i] = static_cast<T>(__fadd_rn(f32(prod), f32(biases[g])));
     }
+  }
+}
+
+// The same values a packed word at a time, for widths that divide 32 (2, 4,
+// 8 bits): word i holds values i * V .. i * V + V - 1 (V = 32 / BITS) of the
+// row-major output, all in group (i * V) >> log2(gs), and they go out in
+// 16-byte stores. (The value-per-thread kernel above, with its 64-bit
+// divisions, dequantized the 4096x14336 4-bit weight of the qmm_affine4 row
+// in ~245 us on the H200, three times the GEMM it feeds.)
+template <typename T, int BITS>
+__global__ void dequantize_words_kernel(const uint32_t* __restrict__ w, const T* __restrict__ scales,
+                                        const T* __restrict__ biases, int64_t words, int gs_shift,
+                                        T* __restrict__ out) {
+  constexpr int V = 32 / BITS;
+  constexpr uint32_t kMask = (1u << BITS) - 1u;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < words;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t word = __ldg(w + i);
+    const int64_t g = (i * V) >> gs_shift;
+    const float sc = f32(scales[g]), bi = f32(biases[g]);
+    T v[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const float q = static_cast<float>((word >> (e * BITS)) & kMask);
+      if constexpr (std::is_same_v<T, double>) {
+        v[e] = __fma_rn(static_cast<double>(q), scales[g], biases[g]);
+      } else {
+        T prod = static_cast<T>(__fmul_rn(q, sc));
+        v[e] = static_cast<T>(__fadd_rn(f32(prod), bi));
+      }
+    }
+    constexpr int kBytes = V * static_cast<int>(sizeof(T));
+    if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+      for (int c = 0; c < kBytes / 16; ++c) {
+        uint4 u;
+        memcpy(&u, reinterpret_cast<const char*>(v) + 16 * c, 16);
+        reinterpret_cast<uint4*>(out + i * V)[c] = u;
+      }
+    } else {
+#pragma unroll
+      for (int e = 0; e < V; ++e) out[i * V + e] = v[e];
+    }
+  }
+}
+
+// out [rows, K] = dequantize(w); the word kernel where the width divides 32
+// and the group is a power of two (always, for MLX's 32 / 64 / 128).
+template <typename T>
+void launch_dequantize(const uint32_t* w, const T* scales, const T* biases, int64_t total, int64_t K, int gs,
+                       int bits, T* out, cudaStream_t st) {
+  const int gs_shift = __builtin_ctz(static_cast<unsigned>(gs));
+  const bool words_ok = (bits == 2 || bits == 4 || bits == 8) && (1 << gs_shift) == gs;
+  const int64_t words = total / (32 / bits);
+  if (words_ok && bits == 2) {
+    dequantize_words_kernel<T, 2><<<quant_grid(words, 256), 256, 0, st>>>(w, scales, biases, words, gs_shift, out);
+  } else if (words_ok && bits == 4) {
+    dequantize_words_kernel<T, 4><<<quant_grid(words, 256), 256, 0, st>>>(w, scales, biases, words, gs_shift, out);
+  } else if (words_ok && bits == 8) {
+    dequantize_words_kernel<T, 8><<<quant_grid(words, 256), 256, 0, st>>>(w, scales, biases, words, gs_shift, out);
+  } else {
+    dequantize_kernel<T><<<quant_grid(total, 256), 256, 0, st>>>(w, scales, biases, total, K, gs, bits, out);
   }
 }
 
@@ -598,7 +661,7 @@ void product_2d(Dtype t, const T* x, const uint32_t* w, const T* s, const T* b, 
   // Dequantize w ([N, K] or [K, N]) into x's dtype, then the dense GEMM.
   T* dense = static_cast<T*>(scratch(static_cast<size_t>(N * K) * sizeof(T), "quantized_matmul"));
   int64_t packed_len = transpose ? K : N;
-  dequantize_kernel<T><<<quant_grid(N * K, 256), 256, 0, st>>>(w, s, b, N * K, packed_len, p.group_size, p.bits, dense);
+  launch_dequantize<T>(w, s, b, N * K, packed_len, p.group_size, p.bits, dense, st);
   KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
   gemm_rowmajor(t, reinterpret_cast<const char*>(x), reinterpret_cast<const char*>(dense), transpose,
                 reinterpret_cast<char*>(y), M, N, K);
@@ -656,9 +719,9 @@ void Dequantize::eval_gpu(const std::vector<array>& inputs, array& out) {
   cudaStream_t st = cuda::current_stream();
   cuda::float_dispatch(out.dtype(), "dequantize", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    cuda::dequantize_kernel<T><<<cuda::quant_grid(total, 256), 256, 0, st>>>(
-        reinterpret_cast<const uint32_t*>(pw), reinterpret_cast<const T*>(ps), reinterpret_cast<const T*>(pb), total,
-        K, p_.group_size, p_.bits, reinterpret_cast<T*>(po));
+    cuda::launch_dequantize<T>(reinterpret_cast<const uint32_t*>(pw), reinterpret_cast<const T*>(ps),
+                               reinterpret_cast<const T*>(pb), total, K, p_.group_size, p_.bits,
+                               reinterpret_cast<T*>(po), st);
   });
   KILN_CUDA_CHECK_LAUNCH("dequantize");
 }
