@@ -134,6 +134,41 @@ def rope_half_split(x, cos, sin):
     return x * cos + rotated * sin
 
 
+def decoder_layer_inputs(h, heads, kv_heads, inter, kv, vocab=256, hd=128):
+    """A Llama layer's bf16 weights (std 0.02, norms 1), its K/V cache [1, kv_heads, kv, hd] and the
+    rope row of position kv - 1: what Kiln's D5 decoder_layer row holds."""
+    def w(o, i):
+        return torch.randn(o, i, device="cuda", dtype=torch.bfloat16) * 0.02
+    bf = torch.bfloat16
+    weights = [w(vocab, h), w(heads * hd, h), w(kv_heads * hd, h), w(kv_heads * hd, h), w(h, heads * hd),
+               w(inter, h), w(inter, h), w(h, inter), w(vocab, h)]
+    norms = [torch.ones(h, device="cuda", dtype=bf) for _ in range(3)]
+    cos, sin = rope_tables(kv, hd, bf, 500000.0)
+    caches = [rand([1, kv_heads, kv, hd], bf, -1, 1), rand([1, kv_heads, kv, hd], bf, -1, 1)]
+    return weights + norms + caches + [cos[kv - 1:kv], sin[kv - 1:kv]]
+
+
+def decoder_layer(embed, wq, wk, wv, wo, wg, wu, wd, wlm, n1, n2, n3, kc, vc, cos, sin):
+    """One decode step of one layer as an eager torch user writes it with a static KV cache (written in
+    place), SDPA with enable_gqa, rms_norm, half-split rope."""
+    F = torch.nn.functional
+    hd = kc.shape[-1]
+    heads, kv_heads, pos = wq.shape[0] // hd, wk.shape[0] // hd, kc.shape[2] - 1
+    x = embed[7].view(1, 1, -1)
+    n = (x.shape[-1],)
+    hn = F.rms_norm(x, n, n1, 1e-5)
+    q = rope_half_split(F.linear(hn, wq).view(1, 1, heads, hd).transpose(1, 2), cos, sin)
+    k = rope_half_split(F.linear(hn, wk).view(1, 1, kv_heads, hd).transpose(1, 2), cos, sin)
+    v = F.linear(hn, wv).view(1, 1, kv_heads, hd).transpose(1, 2)
+    kc[:, :, pos:pos + 1] = k
+    vc[:, :, pos:pos + 1] = v
+    a = F.scaled_dot_product_attention(q, kc, vc, enable_gqa=True)
+    x = x + F.linear(a.transpose(1, 2).reshape(1, 1, -1), wo)
+    hn = F.rms_norm(x, n, n2, 1e-5)
+    x = x + F.linear(F.silu(F.linear(hn, wg)) * F.linear(hn, wu), wd)
+    return F.linear(F.rms_norm(x, n, n3, 1e-5), wlm).float()
+
+
 def drills(quick):
     """(drill, name, dtype, shape, make_inputs(), torch fn, triton fn or None, compile?)"""
     n = 1 << 20 if quick else 1 << 26
@@ -220,6 +255,10 @@ def drills(quick):
                                                rand([1, 8, kv, 128], torch.bfloat16, -1, 1)] for _ in range(sets)],
                     lambda q, k, v: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=True),
                     None, False))
+    # D5 decoder_layer: Kiln's row is one compiled decode step of a Llama-3-8B layer (kv 4096).
+    dims = (1024, 8, 2, 2816, 512) if quick else (4096, 32, 8, 14336, 4096)
+    out.append(("D5", "decoder_layer", "bfloat16", [dims[0], dims[1], dims[2], dims[4]],
+                lambda: decoder_layer_inputs(*dims), decoder_layer, None, True))
     # D4 fp8_gemm: torch._scaled_mm on e4m3 operands, bf16 out, b the
     # transposed view of a row-major [N, K] weight (the layout cuBLASLt's FP8
     # path takes); per-tensor scales, and 1x128 (a) / 128x128 (b) block

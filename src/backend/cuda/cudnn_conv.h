@@ -9,8 +9,8 @@
 namespace kiln::cuda {
 
 // Runs out = conv(x, w) through cuDNN and returns true, or returns false
-// (nothing enqueued) where cuDNN is unavailable or declines the problem.
-// Throws kiln::Error when cuDNN accepted the problem and then failed.
+// (nothing enqueued) where cuDNN is unavailable, declines the problem, or
+// refuses the call (then the problem is remembered as declined).
 bool cudnn_conv(const array& x, const char* px, const array& w, const char* pw, const conv::Geometry& g, char* po,
                 cudaStream_t s);
 
