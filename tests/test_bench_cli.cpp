@@ -109,7 +109,13 @@ double expected_bytes(const json& row) {
   // D4 on llama.cpp blocks: w [N, K] as (block weights, block bytes), x[K] and y[N] float32.
   for (auto [q, block, bytes] : {std::tuple{"qmv_q4_0", 32, 18}, {"qmv_q8_0", 32, 34}, {"qmv_q4_k", 256, 144},
                                  {"qmv_q6_k", 256, 210}}) {
-    if (name == q) return b * (a / block) * bytes + 4 * (a + b);
+    if (name == q) return b * (a / block) * bytes + item * (a + b);
+  }
+  // D5 decoder_layer [hidden, intermediate, heads, kv_heads, kv] (head dim 128, vocab 256, bf16):
+  // q, k, v, o, gate, up, down, embedding, logits and three norms, then the K/V cache read once.
+  if (name == "decoder_layer") {
+    const double h = s[0], inter = s[1], q = 128 * s[2].get<double>(), kvw = 128 * s[3].get<double>(), kv = s[4];
+    return 2 * (h * (q + 2 * kvw) + q * h + 3 * h * inter + 2 * 256 * h + 3 * h) + 2 * 2 * kvw * kv;
   }
   ADD_FAILURE() << "no byte accounting known for drill " << name;
   return 0;
@@ -134,6 +140,10 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "sdpa_decode_gqa") return 4 * s[0].get<double>() * s[2].get<double>() * s[3].get<double>();
   if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) return 2 * product(s);
   if (name.rfind("qmv_", 0) == 0) return 2 * product(s);
+  if (name == "decoder_layer") {
+    const double h = s[0], inter = s[1], q = 128 * s[2].get<double>(), kvw = 128 * s[3].get<double>(), kv = s[4];
+    return 2 * (h * (q + 2 * kvw) + q * h + 3 * h * inter + 2 * 256 * h + 3 * h) + 4 * q * kv;
+  }
   return std::nullopt;
 }
 

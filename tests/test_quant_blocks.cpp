@@ -274,6 +274,25 @@ TEST(QuantBlocks, MatmulMatchesFloat64) {
   }
 }
 
+// bfloat16 x through the decode kernels (on AVX512-BF16 CPUs Q4_0, Q4_K and
+// Q6_K take quant_blocks_qmv_bf16.cpp's vdpbf16ps kernel): every row count
+// of the fused path, odd block counts, sums long enough to show a wrong
+// offset or nibble order.
+TEST(QuantBlocks, MatmulBf16xMatchesFloat64) {
+  for (const auto& mode : kAllModes) {
+    const BlockLayout& l = layout(mode);
+    int k = l.block == 32 ? 800 : 1280;
+    array w = random_blocks(mode, 29, k);
+    for (int m : {1, 2, 3, 4, 5, 6, 7, 8, 11}) {
+      SCOPED_TRACE(mode + " M=" + std::to_string(m));
+      array x = astype(test::random_array({m, k}), bfloat16);
+      array y = qmm(x, w, mode);
+      EXPECT_EQ(y.dtype(), bfloat16);
+      EXPECT_TRUE(close_product(y, x, w, mode, 2.5e-3));  // half a bf16 ulp of the output, and a little
+    }
+  }
+}
+
 TEST(QuantBlocks, MatmulLayoutsAndDtypes) {
   for (const std::string mode : {"q4_0", "q8_0", "q4_k", "q6_k", "q5_1", "q3_k"}) {
     SCOPED_TRACE(mode);

@@ -257,7 +257,7 @@ def drills(quick):
                     None, False))
     # D5 decoder_layer: Kiln's row is one compiled decode step of a Llama-3-8B layer (kv 4096).
     dims = (1024, 8, 2, 2816, 512) if quick else (4096, 32, 8, 14336, 4096)
-    out.append(("D5", "decoder_layer", "bfloat16", [dims[0], dims[1], dims[2], dims[4]],
+    out.append(("D5", "decoder_layer", "bfloat16", [dims[0], dims[3], dims[1], dims[2], dims[4]],
                 lambda: decoder_layer_inputs(*dims), decoder_layer, None, True))
     # D4 fp8_gemm: torch._scaled_mm on e4m3 operands, bf16 out, b the
     # transposed view of a row-major [N, K] weight (the layout cuBLASLt's FP8

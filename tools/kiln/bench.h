@@ -130,7 +130,7 @@ struct DecoderLayerCase {
   double bytes = 0, flops = 0;
 };
 DecoderLayerCase make_decoder_layer(int kv, bool quick);
-std::vector<int64_t> decoder_layer_shape(int kv, bool quick);  // [hidden, heads, kv_heads, kv]
+std::vector<int64_t> decoder_layer_shape(int kv, bool quick);  // [hidden, intermediate, heads, kv_heads, kv]
 void decoder_layer_cost(int kv, bool quick, double& bytes, double& flops);
 
 // Helpers shared by the drill files.

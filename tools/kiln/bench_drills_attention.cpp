@@ -70,7 +70,7 @@ llm::ModelConfig decoder_layer_config(bool quick) {
 
 std::vector<int64_t> decoder_layer_shape(int kv, bool quick) {
   const llm::ModelConfig c = decoder_layer_config(quick);
-  return {c.hidden_size, c.num_heads, c.num_kv_heads, kv};
+  return {c.hidden_size, c.intermediate_size, c.num_heads, c.num_kv_heads, kv};
 }
 
 void decoder_layer_cost(int kv, bool quick, double& bytes, double& flops) {

@@ -1,6 +1,7 @@
 // D4 quantized matvec on llama.cpp's block formats: y[1, N] = x[1, K] w^T
 // with w [N, K] in Q4_0, Q8_0, Q4_K or Q6_K blocks, read once (bytes = the
-// blocks plus x and y). The peer is OpenBLAS's sgemv on the same weights
+// blocks plus x and y), for float32 and bfloat16 x (the latter takes the
+// vdpbf16ps kernel on AVX512-BF16 CPUs). The peer is OpenBLAS's sgemv on the same weights
 // decoded to float32 (prepared outside the timing): it checks Kiln's
 // numbers, and its time is what the unquantized weights cost.
 #include <cblas.h>
@@ -54,15 +55,21 @@ array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64
 
 void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick) {
   const int64_t k = quick ? 1024 : 4096, n = quick ? 2048 : 14336;
+  for (Dtype xt : {float32, bfloat16})
   for (const char* mode : {"q4_0", "q8_0", "q4_k", "q6_k"}) {
     const BlockLayout& l = layout_of(mode);
-    const double bytes = static_cast<double>(n) * (k / l.block) * l.bytes + 4.0 * (k + n);
-    out.push_back({"D4", std::string("qmv_") + mode, float32, {k, n}, bytes, 2.0 * k * n, [=] {
+    const double bytes = static_cast<double>(n) * (k / l.block) * l.bytes + size_of(xt) * (k + n);
+    out.push_back({"D4", std::string("qmv_") + mode, xt, {k, n}, bytes, 2.0 * k * n, [=] {
       auto st = std::make_shared<DrillState>();
-      st->inputs = {random_input({1, static_cast<int>(k)}, float32, 41, -1, 1), random_block_weights(mode, n, k, 42)};
+      array x = random_input({1, static_cast<int>(k)}, xt, 41, -1, 1);
+      // The peer multiplies the same values in float32.
+      array xf = astype(x, float32);
+      xf.eval();
+      st->inputs = {x, random_block_weights(mode, n, k, 42)};
       array wd = detail::block_dequantize(st->inputs[1], mode, float32, {});
       wd.eval();
       st->inputs.push_back(wd);
+      st->inputs.push_back(xf);
       st->out_elements = n;
       DrillCase c = kiln_case(st, [mode](const std::vector<array>& in) {
         return detail::block_quantized_matmul(in[0], in[1], true, mode, {});
@@ -71,9 +78,10 @@ void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick) {
       c.peer_name = "openblas_sgemv_decoded";
       c.run_peer = [st, k, n] {
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, st->inputs[2].data<float>(), k,
-                    st->inputs[0].data<float>(), 1, 0.0f, st->ref.get(), 1);
+                    st->inputs[3].data<float>(), 1, 0.0f, st->ref.get(), 1);
       };
-      compare_with_float_reference(c, st, 1e-4);
+      // bf16 x gives a bf16 y: its rounding (half an ulp, 2^-9) on top.
+      compare_with_float_reference(c, st, xt == float32 ? 1e-4 : 1e-2);
       return c;
     }});
   }

@@ -17,6 +17,7 @@
 #include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/gemm.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant_blocks_cpu.h"
 #include "backend/cpu/quant_blocks_math.h"
 #include "backend/cpu/threading.h"
@@ -118,7 +119,10 @@ void BlockQuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out
     std::vector<char> xs, ws;
     const float* x = reinterpret_cast<const float*>(row_major(xa, float32, xs));
     const auto* w = reinterpret_cast<const uint8_t*>(row_major(inputs[1], uint8, ws));
-    if (rows <= kQmvRows) {
+    if (rows <= kQmvRows && xa.dtype() == bfloat16 && cpu::cpu_target() >= cpu::CpuTarget::avx512_bf16 &&
+        cpu::block_qmv_bf16_supported(format_)) {
+      cpu::block_qmv_bf16(format_, x, rows, w, n, k, y);
+    } else if (rows <= kQmvRows) {
       cpu::block_qmv(format_, x, rows, w, n, k, y);
     } else {
       // Tiles of ~4 MB of decoded weights.

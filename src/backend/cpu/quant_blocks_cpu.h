@@ -16,4 +16,9 @@ void block_decode_rows(BlockFormat f, const uint8_t* w, int64_t rows, int64_t k,
 // [N, K / block * bytes], y float32 row-major [M, N]. Accumulates in float32.
 void block_qmv(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);
 
+// The same product for x holding bfloat16 values (widened to float), on
+// CPUs with AVX512-BF16 (quant_blocks_qmv_bf16.cpp): the formats it has.
+bool block_qmv_bf16_supported(BlockFormat f);
+void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);
+
 }  // namespace kiln::cpu

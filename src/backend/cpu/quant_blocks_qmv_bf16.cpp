@@ -1,0 +1,204 @@
+// QMV on llama.cpp's Q4_0, Q4_K and Q6_K blocks for bfloat16 x, on CPUs
+// with AVX512-BF16 (`kiln bench` rows qmv_q4_0 / qmv_q4_k / qmv_q6_k, bf16).
+//
+// Why: the float kernel (quant_blocks_qmv.cpp) widens every 32 weights
+// from int8 to int32, converts them to float and spends an FMA on a * q + b
+// and one on the product with x: about 15 vector instructions per 32
+// weights, more than one core issues while DRAM delivers a Q4_0 block's 18
+// bytes. Here 32 weights become one zmm of bf16 values 128 + u (u the
+// block's unsigned code, OR-ed into the bits of 128.0, exact for u < 128)
+// and one vdpbf16ps multiplies them by 32 values of x: for Q4_0 a widening,
+// a per-lane shift and one vpternlogd decode the 16 code bytes, and the
+// block costs about 7 instructions. The offsets go into the sub-block's
+// bias: with t = sum (128 + u) x over 16 weights of scale a and bias b, the
+// share a (u - off) x + b x is a t + (b - (128 + off) a) sum x, the sums of
+// x per 16 weights precomputed once per call. x must hold bf16 values (the
+// caller passes them widened to float; the pairs then hold them exactly):
+// the result differs from the float kernel only by the fp32 rounding of
+// the larger partial sums.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cpu/cast.h"
+#include "backend/cpu/quant_blocks_cpu.h"
+#include "backend/cpu/quant_blocks_math.h"
+#include "backend/cpu/threading.h"
+#include "backend/cpu/avx512_target.h"
+
+#define KILN_QBF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace kiln::cpu {
+namespace {
+
+#define KILN_QINLINE inline __attribute__((always_inline))
+
+constexpr uint16_t kMagic = 0x4300;  // bf16 128.0
+constexpr int kTernAndOr = 0xEA;     // (a & b) | c
+
+KILN_QINLINE float half_at(const uint8_t* p) { return _cvtsh_ss(qb::load_u16(p)); }
+
+// u16 lanes (codes < 128) -> bf16 128 + u.
+KILN_QBF16 KILN_QINLINE __m512i to_bf16(__m512i v, uint16_t mask) {
+  return _mm512_ternarylogic_epi32(v, _mm512_set1_epi16(static_cast<short>(mask)),
+                                   _mm512_set1_epi16(static_cast<short>(kMagic)), kTernAndOr);
+}
+
+// Each format: chunk c (32 weights) as bf16 128 + u, the offset off (w =
+// a (u - off) + b), and the (a, b) of its two 16-weight halves.
+template <BlockFormat F>
+struct BfDec;
+
+template <>
+struct BfDec<BlockFormat::q4_0> {
+  static constexpr int kBlock = 32, kBytes = 18, kChunks = 1, kOff = 8;
+  // a, b of half h of chunk c: one scale per block.
+  static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
+    a[0] = a[1] = half_at(blk);
+    b[0] = b[1] = 0.f;
+  }
+  // Byte j: weight j in its low nibble, weight j + 16 in its high one.
+  static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int) {
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
+    const __m512i v = _mm512_cvtepu8_epi16(_mm256_set_m128i(q, q));
+    const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+    return to_bf16(_mm512_srlv_epi16(v, shift), 0x0F);
+  }
+};
+
+template <>
+struct BfDec<BlockFormat::q4_k> {
+  static constexpr int kBlock = 256, kBytes = 144, kChunks = 8, kOff = 0;
+  static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
+    const float d = half_at(blk), dmin = half_at(blk + 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      qb::scale_min_k4(blk + 4, j, sc, m);
+      a[2 * j] = a[2 * j + 1] = d * static_cast<float>(sc);
+      b[2 * j] = b[2 * j + 1] = -dmin * static_cast<float>(m);
+    }
+  }
+  // 32 bytes per two chunks: chunk 2g the low nibbles, 2g + 1 the high.
+  static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int c) {
+    const __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + (c / 2) * 32)));
+    return to_bf16(c % 2 ? _mm512_srli_epi16(v, 4) : v, 0x0F);
+  }
+};
+
+template <>
+struct BfDec<BlockFormat::q6_k> {
+  static constexpr int kBlock = 256, kBytes = 210, kChunks = 8, kOff = 32;
+  static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
+    const float d = half_at(blk + 208);
+    for (int j = 0; j < 16; ++j) {
+      a[j] = d * static_cast<float>(static_cast<int8_t>(blk[192 + j]));
+      b[j] = 0.f;
+    }
+  }
+  // 4 low bits from ql, 2 high bits from qh (quant_blocks_qmv.cpp's layout).
+  static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int c) {
+    const int h = c / 4, s = c % 4;
+    const __m512i lo = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + h * 64 + (s & 1) * 32)));
+    const __m512i hi = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 128 + h * 32)));
+    const __m512i l4 = _mm512_and_si512(_mm512_srli_epi16(lo, 4 * (s >> 1)), _mm512_set1_epi16(0x0F));
+    const __m512i h2 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(hi, 2 * s), _mm512_set1_epi16(0x03)), 4);
+    return _mm512_ternarylogic_epi32(l4, h2, _mm512_set1_epi16(static_cast<short>(kMagic)), 0xFE);  // a | b | c
+  }
+};
+
+// Rows n0..n1 of y[M, N]: xb [M, K] bf16 bits, xs [M, K / 16] sums of x.
+template <BlockFormat F, int M>
+KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xs, int64_t K, const uint8_t* w, int64_t n0, int64_t n1,
+                         float* y, int64_t N) {
+  using D = BfDec<F>;
+  constexpr int C = D::kChunks;
+  constexpr int A = M == 1 ? 2 : 1;  // accumulator sets: the chain of scale FMAs
+  constexpr float kShift = 128.0f + D::kOff;
+  const int64_t nb = K / D::kBlock, row_bytes = nb * D::kBytes;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w + n * row_bytes;
+    __m512 acc[A][M];
+    float corr[M];
+    for (int m = 0; m < M; ++m) {
+      corr[m] = 0.f;
+      for (int u = 0; u < A; ++u) acc[u][m] = _mm512_setzero_ps();
+    }
+    for (int64_t bi = 0; bi < nb; ++bi) {
+      const uint8_t* blk = row + bi * D::kBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
+      float a[16], b[16];
+      D::params(blk, a, b);
+      const int64_t k0 = bi * D::kBlock;
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c) {
+        const int u = (C == 1 ? static_cast<int>(bi) : c) % A;
+        const __m512i wv = D::chunk(blk, c);
+        const __m512 av = _mm512_insertf32x8(_mm512_set1_ps(a[2 * c]), _mm256_set1_ps(a[2 * c + 1]), 1);
+        const float c0 = b[2 * c] - kShift * a[2 * c], c1 = b[2 * c + 1] - kShift * a[2 * c + 1];
+        const int64_t k = k0 + 32 * c;
+#pragma GCC unroll 8
+        for (int m = 0; m < M; ++m) {
+          const __m512i xv = _mm512_loadu_si512(xb + m * K + k);
+          const __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)wv,
+                                            (__m512bh)xv);
+          acc[u][m] = _mm512_fmadd_ps(t, av, acc[u][m]);
+          corr[m] += c0 * xs[m * (K / 16) + k / 16] + c1 * xs[m * (K / 16) + k / 16 + 1];
+        }
+      }
+    }
+    for (int m = 0; m < M; ++m) {
+      __m512 s = acc[0][m];
+      if (A == 2) s = _mm512_add_ps(s, acc[A - 1][m]);
+      y[m * N + n] = _mm512_reduce_add_ps(s) + corr[m];
+    }
+  }
+}
+
+using Kernel = void (*)(const uint16_t*, const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t);
+
+template <BlockFormat F>
+Kernel pick(int M) {
+  switch (M) {
+    case 1: return qmv_bf16<F, 1>;
+    case 2: return qmv_bf16<F, 2>;
+    case 3: return qmv_bf16<F, 3>;
+    case 4: return qmv_bf16<F, 4>;
+    case 5: return qmv_bf16<F, 5>;
+    case 6: return qmv_bf16<F, 6>;
+    case 7: return qmv_bf16<F, 7>;
+    default: return qmv_bf16<F, 8>;
+  }
+}
+
+}  // namespace
+
+bool block_qmv_bf16_supported(BlockFormat f) {
+  return f == BlockFormat::q4_0 || f == BlockFormat::q4_k || f == BlockFormat::q6_k;
+}
+
+void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y) {
+  // x as bf16 bits (exact: it holds bf16 values) and its sums per 16.
+  std::vector<uint16_t> xb(static_cast<size_t>(M * K));
+  std::vector<float> xs(static_cast<size_t>(M * (K / 16)), 0.f);
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t k = 0; k < K; ++k) {
+      xb[m * K + k] = bfloat16_t::from_float(x[m * K + k]);
+      xs[m * (K / 16) + k / 16] += x[m * K + k];
+    }
+  }
+  const int64_t row_bytes = K / block_layout(f).block * block_layout(f).bytes;
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(row_bytes, 1));
+  for (int64_t m0 = 0; m0 < M; m0 += 8) {
+    const int mr = static_cast<int>(std::min<int64_t>(8, M - m0));
+    Kernel k = f == BlockFormat::q4_0   ? pick<BlockFormat::q4_0>(mr)
+               : f == BlockFormat::q4_k ? pick<BlockFormat::q4_k>(mr)
+                                        : pick<BlockFormat::q6_k>(mr);
+    const uint16_t* xm = xb.data() + m0 * K;
+    const float* sm = xs.data() + m0 * (K / 16);
+    float* ym = y + m0 * N;
+    parallel_for(N, grain, [&](int64_t n0, int64_t n1) { k(xm, sm, K, w, n0, n1, ym, N); });
+  }
+}
+
+}  // namespace kiln::cpu
