@@ -53,6 +53,7 @@ struct BfDec;
 template <>
 struct BfDec<BlockFormat::q4_0> {
   static constexpr int kBlock = 32, kBytes = 18, kChunks = 1, kOff = 8;
+  static constexpr bool kHalves = false;  // one (a, b) per chunk
   // a, b of half h of chunk c: one scale per block.
   static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
     a[0] = a[1] = half_at(blk);
@@ -70,6 +71,7 @@ struct BfDec<BlockFormat::q4_0> {
 template <>
 struct BfDec<BlockFormat::q4_k> {
   static constexpr int kBlock = 256, kBytes = 144, kChunks = 8, kOff = 0;
+  static constexpr bool kHalves = false;
   static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
     const float d = half_at(blk), dmin = half_at(blk + 2);
     for (int j = 0; j < 8; ++j) {
@@ -89,6 +91,7 @@ struct BfDec<BlockFormat::q4_k> {
 template <>
 struct BfDec<BlockFormat::q6_k> {
   static constexpr int kBlock = 256, kBytes = 210, kChunks = 8, kOff = 32;
+  static constexpr bool kHalves = true;  // a scale per 16 weights
   static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
     const float d = half_at(blk + 208);
     for (int j = 0; j < 16; ++j) {
@@ -134,16 +137,19 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xs, int64_t K, const u
       for (int c = 0; c < C; ++c) {
         const int u = (C == 1 ? static_cast<int>(bi) : c) % A;
         const __m512i wv = D::chunk(blk, c);
-        const __m512 av = _mm512_insertf32x8(_mm512_set1_ps(a[2 * c]), _mm256_set1_ps(a[2 * c + 1]), 1);
+        // One scale for the chunk, or one per 16-weight half (lanes 0-7 hold
+        // weights 0-15, lanes 8-15 weights 16-31).
+        const __m512 av = D::kHalves ? _mm512_insertf32x8(_mm512_set1_ps(a[2 * c]), _mm256_set1_ps(a[2 * c + 1]), 1)
+                                     : _mm512_set1_ps(a[2 * c]);
         const float c0 = b[2 * c] - kShift * a[2 * c], c1 = b[2 * c + 1] - kShift * a[2 * c + 1];
         const int64_t k = k0 + 32 * c;
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
           const __m512i xv = _mm512_loadu_si512(xb + m * K + k);
-          const __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)wv,
-                                            (__m512bh)xv);
+          const __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)wv, (__m512bh)xv);
           acc[u][m] = _mm512_fmadd_ps(t, av, acc[u][m]);
-          corr[m] += c0 * xs[m * (K / 16) + k / 16] + c1 * xs[m * (K / 16) + k / 16 + 1];
+          const float* sx = xs + m * (K / 16) + k / 16;
+          corr[m] += D::kHalves ? c0 * sx[0] + c1 * sx[1] : c0 * (sx[0] + sx[1]);
         }
       }
     }
