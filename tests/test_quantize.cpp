@@ -271,7 +271,8 @@ TEST(QuantizedMatmul, VectorXAndBatchedWeightsBroadcast) {
 TEST(QuantizedMatmul, SimdLevelsAgree) {
   // The AVX512-BF16, AVX-512, AVX2 and generic QMV paths give the same
   // products, with and without a partial last chunk of words.
-  for (auto [gs, K, bits] : {std::tuple{128, 384, 4}, std::tuple{32, 352, 4}, std::tuple{32, 352, 8}}) {
+  for (auto [gs, K, bits] : {std::tuple{128, 384, 4}, std::tuple{32, 352, 4}, std::tuple{32, 352, 8},
+                             std::tuple{128, 640, 8}, std::tuple{64, 448, 8}}) {
     auto q = quantize(test::random_array({33, K}, bfloat16), gs, bits);
     for (int M : {1, 2, 3, 8}) {
       array x = test::random_array({M, K}, bfloat16);

@@ -1,5 +1,5 @@
-// 4-bit QMV for bfloat16 x on CPUs with AVX512-BF16 (`kiln bench` row
-// qmv_affine4). The general kernel (quantized_qmv.inc) spends a shift, a
+// 4- and 8-bit QMV for bfloat16 x on CPUs with AVX512-BF16 (`kiln bench`
+// rows qmv_affine4, qmv_affine8). The general kernel (quantized_qmv.inc) spends a shift, a
 // mask, an int->float conversion and an fma on every value, about 39
 // instructions per 64 bytes of weights; that is more than one core can issue
 // while DRAM delivers 64 bytes. Here a pair of values is one bf16 pair of a
@@ -9,7 +9,12 @@
 // exactly), and the dot product with x is 4 instructions per 128 values.
 // The 128 offset is removed per group through the bias: with t = sum
 // (128 + q) x, the group's share s sum q x + b sum x is s t + (b - 128 s)
-// sum x. x must be bf16 (then
+// sum x. 8-bit weights take the same four vectors: a word's bytes b0..b3
+// give (low nibble of b0, of b2), (high nibble of b0, of b2), then b1 and b3
+// likewise, so x is paired as (x0, x2) and (x1, x3) and the high nibbles'
+// pairs carry 16 x (exact in bf16); the offset is then 128 * 17 = 2176. (The
+// float kernel ran 8-bit at 0.28 of STREAM on this session's Zen 5.)
+// x must be bf16 (then
 // the bf16 pairs hold it exactly); the result differs from the float kernel
 // only by fp32 rounding of the larger partial sums (about 17x, far below
 // the bf16 output's rounding).
@@ -28,12 +33,12 @@
 namespace kiln::cpu {
 namespace {
 
-constexpr int kWords = 16;         // words per chunk (one zmm)
-constexpr int kChunk = 8 * kWords;  // values per chunk
+constexpr int kWords = 16;  // words per chunk (one zmm); a chunk is 16 * 32 / bits values
 
 // x as bf16 pairs in the order of the unpacked vectors: chunk c, vector i,
-// lane j holds (x[c*128 + 8j + i], x[c*128 + 8j + i + 4]); and the group
-// sums of x.
+// lane j holds, for 4 bits, (x[c*128 + 8j + i], x[c*128 + 8j + i + 4]); for
+// 8 bits (k = c*64 + 4j) (x[k], x[k+2]), 16 (x[k], x[k+2]), (x[k+1],
+// x[k+3]), 16 (x[k+1], x[k+3]); and the group sums of x.
 struct Bf16Prep {
   int64_t chunks, groups_padded;
   std::vector<uint32_t> xp;  // [M][chunks][4][16]
@@ -44,7 +49,8 @@ uint32_t bf16_bits(float v) { return bfloat16_t::from_float(v); }
 
 Bf16Prep prepare(const QmvArgs& a) {
   Bf16Prep p;
-  const int64_t words = a.K / 8, groups = a.K / a.group_size;
+  const int vpw = 32 / a.bits;  // values per word
+  const int64_t words = a.K / vpw, groups = a.K / a.group_size;
   p.chunks = (words + kWords - 1) / kWords;
   p.groups_padded = (groups + 15) / 16 * 16;
   p.xp.assign(a.M * p.chunks * 64, 0u);
@@ -55,7 +61,14 @@ Bf16Prep prepare(const QmvArgs& a) {
     for (int64_t c = 0; c < p.chunks; ++c) {
       for (int i = 0; i < 4; ++i) {
         for (int j = 0; j < kWords; ++j) {
-          int64_t k = c * kChunk + 8 * j + i;
+          if (vpw == 4) {
+            const int64_t k = c * kWords * 4 + 4 * j + i / 2;
+            const float f = i % 2 ? 16.0f : 1.0f;
+            if (k >= a.K) continue;
+            xp[c * 64 + i * 16 + j] = bf16_bits(f * x[k]) | (bf16_bits(f * x[k + 2]) << 16);
+            continue;
+          }
+          int64_t k = c * kWords * 8 + 8 * j + i;
           if (k >= a.K) continue;
           xp[c * 64 + i * 16 + j] = bf16_bits(x[k]) | (bf16_bits(x[k + 4]) << 16);
         }
@@ -73,14 +86,16 @@ Bf16Prep prepare(const QmvArgs& a) {
 template <int M>
 KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, int64_t n1) {
   constexpr int P = M == 1 ? 2 : 1;
-  const int64_t words = a.K / 8, G = a.K / a.group_size;
+  const int vpw = 32 / a.bits;  // values per word
+  const int64_t words = a.K / vpw, G = a.K / a.group_size;
+  const float offset = vpw == 4 ? 2176.0f : 128.0f;  // what the bf16 pairs add per unit of x
   const auto* scales = static_cast<const bfloat16_t*>(a.scales);
   const auto* biases = static_cast<const bfloat16_t*>(a.biases);
   std::vector<float> sb(2 * (G + 16), 0.0f);
   float* srow = sb.data();
   float* brow = sb.data() + G + 16;
   alignas(64) int idx_lanes[16];
-  for (int j = 0; j < 16; ++j) idx_lanes[j] = (8 * j) / a.group_size;
+  for (int j = 0; j < 16; ++j) idx_lanes[j] = (vpw * j) / a.group_size;
   const __m512i idx = _mm512_load_si512(idx_lanes);
   const __m512i low4 = _mm512_set1_epi32(0x000F000F), one28 = _mm512_set1_epi32(0x43004300);
   const int64_t xstride = p.chunks * 64;
@@ -90,7 +105,7 @@ KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, in
     for (int64_t g = 0; g < G; ++g) {
       float s = convert<float>(scales[n * G + g]);
       srow[g] = s;
-      brow[g] = convert<float>(biases[n * G + g]) - 128.0f * s;
+      brow[g] = convert<float>(biases[n * G + g]) - offset * s;
     }
     __m512 tot[M];
     for (int m = 0; m < M; ++m) tot[m] = _mm512_setzero_ps();
@@ -105,7 +120,7 @@ KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, in
       __m512i q3 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 12), low4, one28, 0xEA);
       // Masked-off lanes hold 128 + 0 here: their x pairs are zero.
       const uint32_t* xc = p.xp.data() + c * 64;
-      __m512 s = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(srow + ((c * kChunk) >> log2_group)));
+      __m512 s = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(srow + ((c * kWords * vpw) >> log2_group)));
       for (int m = 0; m < M; ++m) {
         const uint32_t* xm = xc + m * xstride;
         __m512 t[P];
@@ -135,7 +150,7 @@ void run(const QmvArgs& a, const Bf16Prep& p) {
 }  // namespace
 
 bool qmv4_avx512_bf16(const QmvArgs& a) {
-  if (a.bits != 4 || a.t != bfloat16 || a.M < 1 || a.M > kQmvMaxRows) return false;
+  if ((a.bits != 4 && a.bits != 8) || a.t != bfloat16 || a.M < 1 || a.M > kQmvMaxRows) return false;
   Bf16Prep p = prepare(a);
   switch (a.M) {
     case 1: run<1>(a, p); break;
