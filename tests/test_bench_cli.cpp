@@ -60,6 +60,13 @@ double product(const json& shape) {
   return p;
 }
 
+// D5 decoder_layer [hidden, intermediate, heads, kv_heads, kv] (head dim 128, vocab 256): the
+// parameters of q, k, v, o, gate, up, down, the embedding, the logits and three norms.
+double decoder_layer_params(const json& s) {
+  const double h = s[0], inter = s[1], q = 128 * s[2].get<double>(), kvw = 128 * s[3].get<double>();
+  return h * (q + 2 * kvw) + q * h + 3 * h * inter + 2 * 256 * h + 3 * h;
+}
+
 // Bytes each drill must move, from its shape and dtype alone: every input
 // read once, every output written once (the unfused D1 pays for writing
 // x + z and reading it back).
@@ -111,12 +118,8 @@ double expected_bytes(const json& row) {
                                  {"qmv_q6_k", 256, 210}}) {
     if (name == q) return b * (a / block) * bytes + item * (a + b);
   }
-  // D5 decoder_layer [hidden, intermediate, heads, kv_heads, kv] (head dim 128, vocab 256, bf16):
-  // q, k, v, o, gate, up, down, embedding, logits and three norms, then the K/V cache read once.
-  if (name == "decoder_layer") {
-    const double h = s[0], inter = s[1], q = 128 * s[2].get<double>(), kvw = 128 * s[3].get<double>(), kv = s[4];
-    return 2 * (h * (q + 2 * kvw) + q * h + 3 * h * inter + 2 * 256 * h + 3 * h) + 2 * 2 * kvw * kv;
-  }
+  // D5 decoder_layer (bf16): the weights, then the K/V cache read once.
+  if (name == "decoder_layer") return 2 * decoder_layer_params(s) + 2 * 2 * 128 * s[3].get<double>() * s[4].get<double>();
   ADD_FAILURE() << "no byte accounting known for drill " << name;
   return 0;
 }
@@ -140,10 +143,7 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "sdpa_decode_gqa") return 4 * s[0].get<double>() * s[2].get<double>() * s[3].get<double>();
   if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) return 2 * product(s);
   if (name.rfind("qmv_", 0) == 0) return 2 * product(s);
-  if (name == "decoder_layer") {
-    const double h = s[0], inter = s[1], q = 128 * s[2].get<double>(), kvw = 128 * s[3].get<double>(), kv = s[4];
-    return 2 * (h * (q + 2 * kvw) + q * h + 3 * h * inter + 2 * 256 * h + 3 * h) + 4 * q * kv;
-  }
+  if (name == "decoder_layer") return 2 * decoder_layer_params(s) + 4 * 128 * s[2].get<double>() * s[4].get<double>();
   return std::nullopt;
 }
 

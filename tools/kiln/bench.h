@@ -127,7 +127,6 @@ struct DecoderLayerCase {
   std::shared_ptr<const void> model;  // keeps the llm::Model alive
   std::function<std::vector<array>(const std::vector<array>&)> step, eager_step;
   std::vector<array> inputs;
-  double bytes = 0, flops = 0;
 };
 DecoderLayerCase make_decoder_layer(int kv, bool quick);
 std::vector<int64_t> decoder_layer_shape(int kv, bool quick);  // [hidden, intermediate, heads, kv_heads, kv]

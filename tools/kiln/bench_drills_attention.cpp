@@ -14,6 +14,7 @@
 #include "core/primitives.h"
 #include "kiln/compile.h"
 #include "kiln/llm.h"
+
 namespace kiln::bench {
 
 namespace {
@@ -94,7 +95,6 @@ DecoderLayerCase make_decoder_layer(int kv, bool quick) {
   d.inputs = {array({7}, {1, 1}, int32), array({kv - 1}, {1}, int32),
               random_input({1, c.num_kv_heads, kv, hd}, bfloat16, 71, -1, 1),
               random_input({1, c.num_kv_heads, kv, hd}, bfloat16, 72, -1, 1)};
-  decoder_layer_cost(kv, quick, d.bytes, d.flops);
   return d;
 }
 

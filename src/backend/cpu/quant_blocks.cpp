@@ -119,11 +119,14 @@ void BlockQuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out
     std::vector<char> xs, ws;
     const float* x = reinterpret_cast<const float*>(row_major(xa, float32, xs));
     const auto* w = reinterpret_cast<const uint8_t*>(row_major(inputs[1], uint8, ws));
-    if (rows <= kQmvRows && xa.dtype() == bfloat16 && cpu::cpu_target() >= cpu::CpuTarget::avx512_bf16 &&
-        cpu::block_qmv_bf16_supported(format_)) {
-      cpu::block_qmv_bf16(format_, x, rows, w, n, k, y);
-    } else if (rows <= kQmvRows) {
-      cpu::block_qmv(format_, x, rows, w, n, k, y);
+    if (rows <= kQmvRows) {
+      const bool bf16 = xa.dtype() == bfloat16 && cpu::cpu_target() >= cpu::CpuTarget::avx512_bf16 &&
+                        cpu::block_qmv_bf16_supported(format_);
+      if (bf16) {
+        cpu::block_qmv_bf16(format_, x, rows, w, n, k, y);
+      } else {
+        cpu::block_qmv(format_, x, rows, w, n, k, y);
+      }
     } else {
       // Tiles of ~4 MB of decoded weights.
       int64_t tile = std::max<int64_t>(16, std::min<int64_t>(n, (int64_t{1} << 20) / k));

@@ -28,6 +28,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant_blocks_cpu.h"
 #include "backend/cpu/quant_blocks_math.h"
+#include "backend/cpu/quant_blocks_params.h"
 #include "backend/cpu/threading.h"
 #include "backend/cpu/avx512_target.h"
 
@@ -36,7 +37,6 @@ namespace {
 
 #define KILN_QINLINE inline __attribute__((always_inline))
 
-KILN_QINLINE float half_at(const uint8_t* p) { return _cvtsh_ss(qb::load_u16(p)); }
 KILN_QINLINE __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
 KILN_QINLINE __m256i shift_mask(__m256i v, int shift, int mask) {
   return _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8(static_cast<char>(mask)));
@@ -44,9 +44,7 @@ KILN_QINLINE __m256i shift_mask(__m256i v, int shift, int mask) {
 
 // Per-chunk scales: chunk c covers sub-blocks c (32-weight subs) or 2c and
 // 2c + 1 (16-weight subs).
-struct Params {
-  float a[16], b[16];
-};
+using qparams::Params;
 
 // Generic decoder: the scalar reference, one q at a time.
 template <BlockFormat F>
@@ -68,10 +66,7 @@ template <>
 struct Dec<BlockFormat::q8_0> {
   static constexpr int kBlock = 32, kBytes = 34, kChunks = 1;
   static constexpr bool kHalves = false;
-  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
-    p.a[0] = half_at(blk);
-    p.b[0] = 0.f;
-  }
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) { qparams::one_scale(blk, p); }
   static KILN_QINLINE __m256i chunk(const uint8_t* blk, int) { return load32(blk + 2); }
 };
 
@@ -79,10 +74,7 @@ template <>
 struct Dec<BlockFormat::q4_0> {
   static constexpr int kBlock = 32, kBytes = 18, kChunks = 1;
   static constexpr bool kHalves = false;
-  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
-    p.a[0] = half_at(blk);
-    p.b[0] = 0.f;
-  }
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) { qparams::one_scale(blk, p); }
   static KILN_QINLINE __m256i chunk(const uint8_t* blk, int) {
     __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
     __m128i m = _mm_set1_epi8(0x0F);
@@ -95,15 +87,7 @@ template <>
 struct Dec<BlockFormat::q4_k> {
   static constexpr int kBlock = 256, kBytes = 144, kChunks = 8;
   static constexpr bool kHalves = false;
-  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
-    float d = half_at(blk), dmin = half_at(blk + 2);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      qb::scale_min_k4(blk + 4, j, sc, m);
-      p.a[j] = d * static_cast<float>(sc);
-      p.b[j] = -dmin * static_cast<float>(m);
-    }
-  }
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) { qparams::q4_k(blk, p); }
   static KILN_QINLINE __m256i chunk(const uint8_t* blk, int c) { return shift_mask(load32(blk + 16 + (c / 2) * 32), 4 * (c % 2), 0x0F); }
 };
 
@@ -111,13 +95,7 @@ template <>
 struct Dec<BlockFormat::q6_k> {
   static constexpr int kBlock = 256, kBytes = 210, kChunks = 8;
   static constexpr bool kHalves = true;
-  static KILN_QINLINE void params(const uint8_t* blk, Params& p) {
-    float d = half_at(blk + 208);
-    for (int j = 0; j < 16; ++j) {
-      p.a[j] = d * static_cast<float>(static_cast<int8_t>(blk[192 + j]));
-      p.b[j] = 0.f;
-    }
-  }
+  static KILN_QINLINE void params(const uint8_t* blk, Params& p) { qparams::q6_k(blk, p); }
   static KILN_QINLINE __m256i chunk(const uint8_t* blk, int c) {
     int h = c / 4, s = c % 4;
     __m256i lo = shift_mask(load32(blk + h * 64 + (s & 1) * 32), 4 * (s >> 1), 0x0F);

@@ -23,7 +23,7 @@
 
 #include "backend/cpu/cast.h"
 #include "backend/cpu/quant_blocks_cpu.h"
-#include "backend/cpu/quant_blocks_math.h"
+#include "backend/cpu/quant_blocks_params.h"
 #include "backend/cpu/threading.h"
 #include "backend/cpu/avx512_target.h"
 
@@ -37,8 +37,6 @@ namespace {
 constexpr uint16_t kMagic = 0x4300;  // bf16 128.0
 constexpr int kTernAndOr = 0xEA;     // (a & b) | c
 
-KILN_QINLINE float half_at(const uint8_t* p) { return _cvtsh_ss(qb::load_u16(p)); }
-
 // u16 lanes (codes < 128) -> bf16 128 + u.
 KILN_QBF16 KILN_QINLINE __m512i to_bf16(__m512i v, uint16_t mask) {
   return _mm512_ternarylogic_epi32(v, _mm512_set1_epi16(static_cast<short>(mask)),
@@ -46,7 +44,8 @@ KILN_QBF16 KILN_QINLINE __m512i to_bf16(__m512i v, uint16_t mask) {
 }
 
 // Each format: chunk c (32 weights) as bf16 128 + u, the offset off (w =
-// a (u - off) + b), and the (a, b) of its two 16-weight halves.
+// a (u - off) + b), and its sub-blocks' (a, b) (quant_blocks_params.h):
+// sub-block c of the chunk, or 2c and 2c + 1 where sub-blocks are halves.
 template <BlockFormat F>
 struct BfDec;
 
@@ -54,11 +53,7 @@ template <>
 struct BfDec<BlockFormat::q4_0> {
   static constexpr int kBlock = 32, kBytes = 18, kChunks = 1, kOff = 8;
   static constexpr bool kHalves = false;  // one (a, b) per chunk
-  // a, b of half h of chunk c: one scale per block.
-  static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
-    a[0] = a[1] = half_at(blk);
-    b[0] = b[1] = 0.f;
-  }
+  static KILN_QINLINE void params(const uint8_t* blk, qparams::Params& p) { qparams::one_scale(blk, p); }
   // Byte j: weight j in its low nibble, weight j + 16 in its high one.
   static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int) {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2));
@@ -72,15 +67,7 @@ template <>
 struct BfDec<BlockFormat::q4_k> {
   static constexpr int kBlock = 256, kBytes = 144, kChunks = 8, kOff = 0;
   static constexpr bool kHalves = false;
-  static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
-    const float d = half_at(blk), dmin = half_at(blk + 2);
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      qb::scale_min_k4(blk + 4, j, sc, m);
-      a[2 * j] = a[2 * j + 1] = d * static_cast<float>(sc);
-      b[2 * j] = b[2 * j + 1] = -dmin * static_cast<float>(m);
-    }
-  }
+  static KILN_QINLINE void params(const uint8_t* blk, qparams::Params& p) { qparams::q4_k(blk, p); }
   // 32 bytes per two chunks: chunk 2g the low nibbles, 2g + 1 the high.
   static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int c) {
     const __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 16 + (c / 2) * 32)));
@@ -92,13 +79,7 @@ template <>
 struct BfDec<BlockFormat::q6_k> {
   static constexpr int kBlock = 256, kBytes = 210, kChunks = 8, kOff = 32;
   static constexpr bool kHalves = true;  // a scale per 16 weights
-  static KILN_QINLINE void params(const uint8_t* blk, float (&a)[16], float (&b)[16]) {
-    const float d = half_at(blk + 208);
-    for (int j = 0; j < 16; ++j) {
-      a[j] = d * static_cast<float>(static_cast<int8_t>(blk[192 + j]));
-      b[j] = 0.f;
-    }
-  }
+  static KILN_QINLINE void params(const uint8_t* blk, qparams::Params& p) { qparams::q6_k(blk, p); }
   // 4 low bits from ql, 2 high bits from qh (quant_blocks_qmv.cpp's layout).
   static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int c) {
     const int h = c / 4, s = c % 4;
@@ -130,8 +111,8 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xs, int64_t K, const u
     for (int64_t bi = 0; bi < nb; ++bi) {
       const uint8_t* blk = row + bi * D::kBytes;
       _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
-      float a[16], b[16];
-      D::params(blk, a, b);
+      qparams::Params p;
+      D::params(blk, p);
       const int64_t k0 = bi * D::kBlock;
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
@@ -139,9 +120,10 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xs, int64_t K, const u
         const __m512i wv = D::chunk(blk, c);
         // One scale for the chunk, or one per 16-weight half (lanes 0-7 hold
         // weights 0-15, lanes 8-15 weights 16-31).
-        const __m512 av = D::kHalves ? _mm512_insertf32x8(_mm512_set1_ps(a[2 * c]), _mm256_set1_ps(a[2 * c + 1]), 1)
-                                     : _mm512_set1_ps(a[2 * c]);
-        const float c0 = b[2 * c] - kShift * a[2 * c], c1 = b[2 * c + 1] - kShift * a[2 * c + 1];
+        const int j0 = D::kHalves ? 2 * c : c, j1 = D::kHalves ? 2 * c + 1 : c;
+        const __m512 av = D::kHalves ? _mm512_insertf32x8(_mm512_set1_ps(p.a[j0]), _mm256_set1_ps(p.a[j1]), 1)
+                                     : _mm512_set1_ps(p.a[j0]);
+        const float c0 = p.b[j0] - kShift * p.a[j0], c1 = p.b[j1] - kShift * p.a[j1];
         const int64_t k = k0 + 32 * c;
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {

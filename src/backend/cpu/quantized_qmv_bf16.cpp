@@ -61,16 +61,13 @@ Bf16Prep prepare(const QmvArgs& a) {
     for (int64_t c = 0; c < p.chunks; ++c) {
       for (int i = 0; i < 4; ++i) {
         for (int j = 0; j < kWords; ++j) {
-          if (vpw == 4) {
-            const int64_t k = c * kWords * 4 + 4 * j + i / 2;
-            const float f = i % 2 ? 16.0f : 1.0f;
-            if (k >= a.K) continue;
-            xp[c * 64 + i * 16 + j] = bf16_bits(f * x[k]) | (bf16_bits(f * x[k + 2]) << 16);
-            continue;
-          }
-          int64_t k = c * kWords * 8 + 8 * j + i;
+          // The pair's first value, the distance to its second, and 16 for
+          // the high nibbles of 8-bit weights.
+          const int64_t k = vpw == 4 ? c * kWords * 4 + 4 * j + i / 2 : c * kWords * 8 + 8 * j + i;
+          const int64_t gap = vpw == 4 ? 2 : 4;
+          const float f = vpw == 4 && i % 2 ? 16.0f : 1.0f;
           if (k >= a.K) continue;
-          xp[c * 64 + i * 16 + j] = bf16_bits(x[k]) | (bf16_bits(x[k + 4]) << 16);
+          xp[c * 64 + i * 16 + j] = bf16_bits(f * x[k]) | (bf16_bits(f * x[k + gap]) << 16);
         }
       }
     }

@@ -26,6 +26,7 @@
 #include <cuda_runtime.h>
 #include <dlfcn.h>
 
+#include <array>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -59,20 +60,16 @@ struct Api {
   decltype(&cudnnSetStream) set_stream;
   decltype(&cudnnCreateTensorDescriptor) create_tensor;
   decltype(&cudnnSetTensorNdDescriptor) set_tensor;
-  decltype(&cudnnDestroyTensorDescriptor) destroy_tensor;
   decltype(&cudnnCreateFilterDescriptor) create_filter;
   decltype(&cudnnSetFilterNdDescriptor) set_filter;
-  decltype(&cudnnDestroyFilterDescriptor) destroy_filter;
   decltype(&cudnnCreateConvolutionDescriptor) create_conv;
   decltype(&cudnnSetConvolutionNdDescriptor) set_conv;
   decltype(&cudnnSetConvolutionGroupCount) set_groups;
   decltype(&cudnnSetConvolutionMathType) set_math;
-  decltype(&cudnnDestroyConvolutionDescriptor) destroy_conv;
   decltype(&cudnnGetConvolutionNdForwardOutputDim) output_dim;
   decltype(&cudnnGetConvolutionForwardAlgorithm_v7) find_algo;
   decltype(&cudnnFindConvolutionForwardAlgorithmEx) time_algos;
   decltype(&cudnnConvolutionForward) forward;
-  decltype(&cudnnGetErrorString) error_string;
   cudnnHandle_t handle = nullptr;
 };
 
@@ -94,20 +91,16 @@ const Api* api() {
     bind(a->set_stream, "cudnnSetStream");
     bind(a->create_tensor, "cudnnCreateTensorDescriptor");
     bind(a->set_tensor, "cudnnSetTensorNdDescriptor");
-    bind(a->destroy_tensor, "cudnnDestroyTensorDescriptor");
     bind(a->create_filter, "cudnnCreateFilterDescriptor");
     bind(a->set_filter, "cudnnSetFilterNdDescriptor");
-    bind(a->destroy_filter, "cudnnDestroyFilterDescriptor");
     bind(a->create_conv, "cudnnCreateConvolutionDescriptor");
     bind(a->set_conv, "cudnnSetConvolutionNdDescriptor");
     bind(a->set_groups, "cudnnSetConvolutionGroupCount");
     bind(a->set_math, "cudnnSetConvolutionMathType");
-    bind(a->destroy_conv, "cudnnDestroyConvolutionDescriptor");
     bind(a->output_dim, "cudnnGetConvolutionNdForwardOutputDim");
     bind(a->find_algo, "cudnnGetConvolutionForwardAlgorithm_v7");
     bind(a->time_algos, "cudnnFindConvolutionForwardAlgorithmEx");
     bind(a->forward, "cudnnConvolutionForward");
-    bind(a->error_string, "cudnnGetErrorString");
     if (!ok || a->create(&a->handle) != CUDNN_STATUS_SUCCESS) {
       delete a;
       ::dlclose(lib);
@@ -129,7 +122,8 @@ struct Plan {
   size_t workspace = 0;
 };
 
-using Key = std::vector<int64_t>;
+// dtype, nd, N, C, O, groups, flip, then in, out, k, stride, pad, dilation per axis.
+using Key = std::array<int64_t, 7 + 6 * conv::kMaxSpatial>;
 
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
@@ -241,8 +235,9 @@ bool cudnn_conv(const array& x, const char* px, const array& w, const char* pw, 
   const Api* a = api();
   if (!a) return false;
   Key key{static_cast<int64_t>(t), g.nd, g.N, g.C, g.O, g.groups, g.flip};
+  size_t at = 7;
   for (int d = 0; d < conv::kMaxSpatial; ++d) {
-    for (int64_t v : {g.in[d], g.out[d], g.k[d], g.stride[d], g.pad_lo[d], g.kdil[d]}) key.push_back(v);
+    for (int64_t v : {g.in[d], g.out[d], g.k[d], g.stride[d], g.pad_lo[d], g.kdil[d]}) key[at++] = v;
   }
   auto it = plans->find(key);
   if (it == plans->end()) {
