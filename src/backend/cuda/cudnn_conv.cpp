@@ -1,9 +1,10 @@
 // Convolution through cuDNN (kiln bench row D3 conv2d), loaded at run time.
 //
 // Why: for 16-bit convolutions cuDNN's implicit-GEMM kernels never write the
-// patch matrix, and on the D3 row (32x56x56x64 -> 64, 3x3, bf16) they run in
-// 26 us where im2col + cuBLASLt (conv.cu) needs 147 us, most of it a GEMM with
-// N = 64 that cuBLASLt's kernels serve at ~1 TB/s. cuDNN ships with the CUDA
+// patch matrix. On the D3 row (32x56x56x64 -> 64, 3x3, bf16) im2col +
+// cuBLASLt (conv.cu) needs 147 us, most of it a GEMM with N = 64 that
+// cuBLASLt's kernels serve at ~1 TB/s; this path runs it in 49-52 us (torch
+// reaches 26-36 us through cuDNN's graph API, on the H200). cuDNN ships with the CUDA
 // toolkit image and with PyTorch's wheels, but not everywhere Kiln runs, so it
 // is opened with dlopen("libcudnn.so.9") on first use; when it is absent, or
 // the problem is outside what this path takes, conv.cu's own kernels run.
