@@ -79,6 +79,30 @@ TEST_F(GpuQuant, QuantizedMatmulMatchesTheCpu) {
   }
 }
 
+// Decode-sized rows take the streaming M = 1 kernel (quantized_qmv.cu)
+// only when K holds enough groups (K = 4096: 4 warps; K = 12288: the
+// 8-warp configuration of long rows); N = 40 leaves a partial 16-row tile,
+// and M = 2 checks the general kernel on the same weights.
+TEST_F(GpuQuant, DecodeQmvOnLongRows) {
+  for (Dtype t : {bfloat16, float16}) {
+    for (int bits : {4, 8}) {
+      for (int gs : {32, 64, 128}) {
+        for (int K : {4096, 12288}) {
+          for (int M : {1, 2}) {
+            SCOPED_TRACE(std::string(dtype_name(t)) + " bits " + std::to_string(bits) + " group " +
+                         std::to_string(gs) + " K " + std::to_string(K) + " M " + std::to_string(M));
+            auto q = quantize(random_array({40, K}, t), gs, bits, "affine", std::nullopt, Device::cpu);
+            array x = random_array({M, K}, t);
+            array c = quantized_matmul(x, q[0], q[1], q[2], true, gs, bits, "affine", Device::cpu);
+            array g = quantized_matmul(x, q[0], q[1], q[2], true, gs, bits, "affine", Device::gpu);
+            EXPECT_TRUE(close(g, c, rtol_of(t)));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_F(GpuQuant, BatchedAndNonContiguousXAndGatherQmm) {
   auto q = quantize(random_array({3, 48, 128}, bfloat16), 64, 4, "affine", std::nullopt, Device::cpu);
   for (Layout l : kLayouts) {

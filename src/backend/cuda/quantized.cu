@@ -30,17 +30,12 @@
 //     8     bf16  29.5     29.5     29.7     30.2    (31.7 / 133.8)
 //     8     fp16  22.0     22.1     22.4     24.6    (31.0 / 134.7)
 //   i.e. 1.62 TB/s (0.38 of copy) for 4 bits and 2.1 / 2.8 TB/s for 8 bits:
-//   short of the 0.85 target. A plain read-only streaming kernel over the
-//   same 33 MB, launched the same way, reaches only 3.2 TB/s (0.77; 3.8 TB/s
-//   over 62 MB): launch ramp and tail are a fixed ~2 us at this size. The
-//   time is flat across configurations (rows per CTA, warps, chunk depth,
-//   register double buffering) and across M, and 8-bit fp16 moves twice the
-//   bytes of 4-bit in about the same time. The likely cause (a guess, no
-//   counters read yet): each quad reads 32 bytes of a row per group, so a
-//   warp load touches 8 rows x 32 bytes (one sector per 128-byte line), too
-//   few bytes in flight per request. Next (written, not yet measured: qmv_tc4 in the lab): a
-//   per-warp cp.async ring that copies whole 128-byte row chunks and x to
-//   shared memory, fragments then read with conflict-free LDS.
+//   short of the 0.85 target. Its time is its own instructions, not
+//   memory: with the loads removed it still took 17.5 of its 20 us, and a
+//   cp.async ring with more bytes in flight was no faster. One row of x
+//   (decode) therefore goes to quantized_qmv.cu, which does less per
+//   weight (15.3 us 4-bit, 23.2 us 8-bit on this shape); this kernel keeps
+//   M = 2..8 and the shapes that one does not take.
 // - QMV otherwise (float32 x, bits 2, odd alignment): qmv_kernel, a warp
 //   owns R rows of w (R = 4 for M <= 2) and each lane streams every 32nd
 //   16-byte vector of them, R loads in flight. A value is unpacked with a
@@ -59,6 +54,7 @@
 #include "backend/cuda/index_read.cuh"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/quantized_fp.h"
+#include "backend/cuda/quantized_qmv.cuh"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 
@@ -318,35 +314,6 @@ __global__ void __launch_bounds__(kQmvWarps * 32) qmv_kernel(const T* __restrict
 }
 
 // ---- QMV on the tensor cores (bf16 / fp16 x, bits 4 / 8; header comment).
-
-// d += a * b, m16n8k16, fp32 accumulation.
-template <typename T>
-__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-}
-
-template <typename T>
-struct MmaHalf {
-  static constexpr bool bf = std::is_same_v<T, __nv_bfloat16>;
-  static constexpr uint32_t magic2 = bf ? 0x43004300u : 0x64006400u;  // 128 | q, 1024 | q, two at a time
-  static constexpr float magic = bf ? 128.f : 1024.f;
-  static constexpr uint32_t one2 = bf ? 0x3F803F80u : 0x3C003C00u;
-};
-
-template <typename T>
-__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(h << 16);
-  else return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
-}
 
 // NW consecutive words, evict-first.
 template <int NW>
@@ -640,6 +607,12 @@ void product_2d(Dtype t, const T* x, const uint32_t* w, const T* s, const T* b, 
     bool mma_ok = transpose && M <= 8 && vec_ok && (p.bits == 4 || p.bits == 8) &&
                   (p.group_size == 32 || p.group_size == 64 || p.group_size == 128) && K % p.group_size == 0 &&
                   N * words < (int64_t{1} << 31) && M * K < (int64_t{1} << 31);
+    // One row of x: the streaming kernel (quantized_qmv.cu) where it takes the shape.
+    if (mma_ok && M == 1 && aligned16(s) && aligned16(b) &&
+        launch_qmv_stream<T>(x, w, s, b, y, static_cast<int>(N), static_cast<int>(K), p.bits, p.group_size, st)) {
+      KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+      return;
+    }
     if (mma_ok) {
       launch_qmv_mma<T>(x, w, s, b, y, M, N, K, p.bits, p.group_size, st);
       KILN_CUDA_CHECK_LAUNCH("quantized_matmul");

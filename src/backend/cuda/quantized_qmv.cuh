@@ -1,0 +1,51 @@
+#pragma once
+// Shared by the affine QMV kernels (quantized.cu, quantized_qmv.cu): the
+// m16n8k16 tensor-core step on 32-bit fragment registers, the 16-bit
+// constants that turn a packed value q into the half-precision number
+// magic + q with one logic op, and the streaming M = 1 kernel's entry.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace kiln::cuda {
+
+// d += a * b, m16n8k16, fp32 accumulation.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+struct MmaHalf {
+  static constexpr bool bf = std::is_same_v<T, __nv_bfloat16>;
+  static constexpr uint32_t magic2 = bf ? 0x43004300u : 0x64006400u;  // 128 | q, 1024 | q, two at a time
+  static constexpr float magic = bf ? 128.f : 1024.f;
+  static constexpr uint32_t one2 = bf ? 0x3F803F80u : 0x3C003C00u;
+};
+
+template <typename T>
+__device__ __forceinline__ float half_bits_to_float(uint32_t h) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) return __uint_as_float(h << 16);
+  else return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
+}
+
+// y [1, N] = x [1, K] . dequantize(w [N, K])^T for bf16 / fp16 x, bits 4 / 8,
+// groups of 32 / 64 / 128 (quantized_qmv.cu). Returns false, launching
+// nothing, for a shape it does not take (K not a multiple of its chunk of
+// groups); the caller then uses the general QMV kernel.
+template <typename T>
+bool launch_qmv_stream(const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int N, int K, int bits,
+                       int gs, cudaStream_t st);
+
+}  // namespace kiln::cuda
