@@ -38,6 +38,7 @@
 #include "backend/cpu/quant_blocks_math.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/quantized_qmv.cuh"
 #include "core/primitives.h"
 
 namespace kiln {
@@ -254,6 +255,13 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
     T* ym = y + m0 * N;
     const int rows = static_cast<int>(std::min<int64_t>(8, M - m0));
     const unsigned g = static_cast<unsigned>(grid);
+    if constexpr (F == BlockFormat::q4_k && (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)) {
+      // One row of x on the tensor cores (quant_blocks_qmv.cu) where the shape allows.
+      if (M == 1 && launch_q4k_stream<T>(xm, w, ym, static_cast<int>(N), static_cast<int>(K), s)) {
+        KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+        return;
+      }
+    }
     if (rows == 1) {
       qmv_kernel<F, T, 1><<<g, kWarps * 32, 0, s>>>(xm, w, ym, rows, N, K, vector_rows);
     } else if (rows <= 4) {

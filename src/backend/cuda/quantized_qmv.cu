@@ -39,41 +39,6 @@
 namespace kiln::cuda {
 namespace {
 
-__device__ __forceinline__ void cp_async16(void* s, const void* g) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(g));
-}
-template <int B>
-__device__ __forceinline__ void cp_async_ca(void* s, const void* g) {
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(a), "l"(g), "n"(B));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;"); }
-
-// (a & 0x000F000F) | c in one LOP3 (0xEA = (A & B) | C).
-__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
-  uint32_t d;
-  asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;" : "=r"(d) : "r"(a), "r"(c));
-  return d;
-}
-
-template <int NW>
-__device__ __forceinline__ void lds_words(const uint32_t* p, uint32_t (&v)[NW]) {
-  if constexpr (NW == 1) {
-    v[0] = p[0];
-  } else if constexpr (NW == 2) {
-    const uint2 u = *reinterpret_cast<const uint2*>(p);
-    v[0] = u.x, v[1] = u.y;
-  } else {
-#pragma unroll
-    for (int c = 0; c < NW / 4; ++c) {
-      const uint4 u = reinterpret_cast<const uint4*>(p)[c];
-      v[4 * c] = u.x, v[4 * c + 1] = u.y, v[4 * c + 2] = u.z, v[4 * c + 3] = u.w;
-    }
-  }
-}
-
 // Geometry of one ring slot: 16 rows x U groups of packed words, each row
 // padded so that lane (gid, tq) reading TW words of row gid hits distinct
 // banks (row stride = 4 TW mod 32 words for TW <= 4, 4 mod 8 for TW = 8),

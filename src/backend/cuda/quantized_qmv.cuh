@@ -2,7 +2,8 @@
 // Shared by the affine QMV kernels (quantized.cu, quantized_qmv.cu): the
 // m16n8k16 tensor-core step on 32-bit fragment registers, the 16-bit
 // constants that turn a packed value q into the half-precision number
-// magic + q with one logic op, and the streaming M = 1 kernel's entry.
+// magic + q with one logic op, cp.async, and the streaming M = 1 kernels'
+// entries (affine here, llama.cpp blocks in quant_blocks_qmv.cu).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -40,6 +41,43 @@ __device__ __forceinline__ float half_bits_to_float(uint32_t h) {
   else return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 }
 
+// Asynchronous copies into shared memory (cp.async), and the small
+// pieces of the streaming kernels (quantized_qmv.cu, quant_blocks_qmv.cu).
+__device__ __forceinline__ void cp_async16(void* s, const void* g) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(a), "l"(g));
+}
+template <int B>
+__device__ __forceinline__ void cp_async_ca(void* s, const void* g) {
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(s));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(a), "l"(g), "n"(B));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;"); }
+
+// (a & 0x000F000F) | c in one LOP3 (0xEA = (A & B) | C).
+__device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
+  uint32_t d;
+  asm("lop3.b32 %0, %1, 0x000F000F, %2, 0xEA;" : "=r"(d) : "r"(a), "r"(c));
+  return d;
+}
+
+template <int NW>
+__device__ __forceinline__ void lds_words(const uint32_t* p, uint32_t (&v)[NW]) {
+  if constexpr (NW == 1) {
+    v[0] = p[0];
+  } else if constexpr (NW == 2) {
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    v[0] = u.x, v[1] = u.y;
+  } else {
+#pragma unroll
+    for (int c = 0; c < NW / 4; ++c) {
+      const uint4 u = reinterpret_cast<const uint4*>(p)[c];
+      v[4 * c] = u.x, v[4 * c + 1] = u.y, v[4 * c + 2] = u.z, v[4 * c + 3] = u.w;
+    }
+  }
+}
+
 // y [1, N] = x [1, K] . dequantize(w [N, K])^T for bf16 / fp16 x, bits 4 / 8,
 // groups of 32 / 64 / 128 (quantized_qmv.cu). Returns false, launching
 // nothing, for a shape it does not take (K not a multiple of its chunk of
@@ -47,5 +85,10 @@ __device__ __forceinline__ float half_bits_to_float(uint32_t h) {
 template <typename T>
 bool launch_qmv_stream(const T* x, const uint32_t* w, const T* scales, const T* biases, T* y, int N, int K, int bits,
                        int gs, cudaStream_t st);
+
+// The same for llama.cpp's Q4_K rows (w: N rows of K / 256 blocks of 144
+// bytes, 16-byte aligned); false when K / 256 is not a multiple of 4.
+template <typename T>
+bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t st);
 
 }  // namespace kiln::cuda
