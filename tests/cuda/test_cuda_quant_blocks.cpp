@@ -104,22 +104,24 @@ TEST_F(GpuBlocks, MatmulAgainstCpu) {
   }
 }
 
-// One row of x in bf16 / fp16 takes the tensor-core Q4_K kernel
-// (quant_blocks_qmv.cu): 4 warps per row of 16 super-blocks, 8 warps per
-// row of 48; 37 rows leave a partial 16-row tile.
-TEST_F(GpuBlocks, DecodeQ4KOnLongRows) {
-  for (int k : {4096, 12288}) {
-    array w = detail::block_quantize(random_array({37, k}), "q4_k", Device::cpu)[0];
-    for (Dtype t : {bfloat16, float16}) {
-      SCOPED_TRACE("K=" + std::to_string(k) + " " + dtype_name(t));
-      array x = astype(random_array({1, k}), t);
-      array c = detail::block_quantized_matmul(astype(x, float32), w, true, "q4_k", Device::cpu);
-      array g = detail::block_quantized_matmul(x, w, true, "q4_k", Device::gpu);
-      EXPECT_EQ(g.dtype(), t);
-      std::vector<double> cd = to_double(c), gd = to_double(g);
-      double scale = 0;
-      for (double v : cd) scale = std::max(scale, std::fabs(v));
-      for (size_t i = 0; i < cd.size(); ++i) ASSERT_NEAR(gd[i], cd[i], 1e-2 * scale) << "element " << i;
+// One row of x in bf16 / fp16 takes the tensor-core kernels of
+// quant_blocks_qmv.cu for Q4_K, Q4_0 and Q8_0: 4 warps on K = 4096, 8 on
+// K = 12288; 37 rows leave a partial 16-row tile.
+TEST_F(GpuBlocks, DecodeOnLongRows) {
+  for (std::string mode : {"q4_k", "q4_0", "q8_0"}) {
+    for (int k : {4096, 12288}) {
+      array w = detail::block_quantize(random_array({37, k}), mode, Device::cpu)[0];
+      for (Dtype t : {bfloat16, float16}) {
+        SCOPED_TRACE(mode + " K=" + std::to_string(k) + " " + dtype_name(t));
+        array x = astype(random_array({1, k}), t);
+        array c = detail::block_quantized_matmul(astype(x, float32), w, true, mode, Device::cpu);
+        array g = detail::block_quantized_matmul(x, w, true, mode, Device::gpu);
+        EXPECT_EQ(g.dtype(), t);
+        std::vector<double> cd = to_double(c), gd = to_double(g);
+        double scale = 0;
+        for (double v : cd) scale = std::max(scale, std::fabs(v));
+        for (size_t i = 0; i < cd.size(); ++i) ASSERT_NEAR(gd[i], cd[i], 1e-2 * scale) << "element " << i;
+      }
     }
   }
 }

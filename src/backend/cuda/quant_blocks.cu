@@ -255,9 +255,12 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
     T* ym = y + m0 * N;
     const int rows = static_cast<int>(std::min<int64_t>(8, M - m0));
     const unsigned g = static_cast<unsigned>(grid);
-    if constexpr (F == BlockFormat::q4_k && (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)) {
+    if constexpr ((F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) &&
+                  (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)) {
       // One row of x on the tensor cores (quant_blocks_qmv.cu) where the shape allows.
-      if (M == 1 && launch_q4k_stream<T>(xm, w, ym, static_cast<int>(N), static_cast<int>(K), s)) {
+      const int n = static_cast<int>(N), k = static_cast<int>(K);
+      if (M == 1 && (F == BlockFormat::q4_k ? launch_q4k_stream<T>(xm, w, ym, n, k, s)
+                                            : launch_small_stream<T>(xm, w, ym, n, k, F, s))) {
         KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
         return;
       }

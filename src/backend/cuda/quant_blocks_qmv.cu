@@ -21,6 +21,11 @@
 //   (a, b - a magic) per row and sub-block (the shared math of
 //   quant_blocks_math.h), so y += a C + (b - a magic) X per sub-block,
 //   C = sum (magic + q) x.
+// Q4_0 and Q8_0 (blocks of 32 weights, 18 and 34 bytes) go the same way,
+// 8 blocks (144 / 272 bytes, 16-byte multiples) per row and chunk; a
+// block's words sit at 2-byte alignment in half the blocks, read as two
+// aligned words and a funnel shift (the parity is known at compile time).
+// Q8_0 in bf16 is two nibble mmas, lo + 16 hi, as the affine 8-bit kernel.
 // The numbers are the CPU's up to fp32 summation order (the dot is not the
 // bit-exact decode: tests compare with a tolerance).
 #include "backend/cpu/quant_blocks_math.h"
@@ -158,6 +163,152 @@ bool launch_cfg(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t s
   return true;
 }
 
+// ---- Q4_0 / Q8_0: blocks of 32 weights with one fp16 scale d.
+template <BlockFormat F>
+struct Small {
+  static constexpr int BYTES = F == BlockFormat::q4_0 ? 18 : 34;
+  static constexpr int U = 8;                        // blocks per row and chunk
+  static constexpr int RS = U * BYTES;               // 144 / 272 = 16 mod 128: free of bank conflicts
+  static constexpr int SLOT = 16 * RS;
+  static constexpr int PIECES = SLOT / 16;
+};
+
+template <BlockFormat F>
+constexpr int small_warp_words(int nblk) { return 2 * Small<F>::SLOT / 4 + nblk * 4 * 4 + nblk; }
+
+// The little-endian word at byte offset off of s (off even; off % 4 fixed by the caller's unrolling).
+__device__ __forceinline__ uint32_t lds_at(const uint8_t* s, int off) {
+  const uint32_t* p = reinterpret_cast<const uint32_t*>(s + (off & ~3));
+  return (off & 3) ? __funnelshift_r(p[0], p[1], 16) : p[0];
+}
+
+template <typename T, BlockFormat F, int WARPS, int MINB>
+__global__ void __launch_bounds__(WARPS * 32, MINB)
+    small_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K) {
+  using H = MmaHalf<T>;
+  using S = Small<F>;
+  constexpr bool kQ8 = F == BlockFormat::q8_0;
+  // Per block: sum q x = a C + off X with C the mma sums (Q4_0: lo + hi
+  // halves, u = q + 8; Q8_0: lo + 16 hi nibbles of u = q + 128).
+  constexpr float kOff = kQ8 ? -(17.f * H::magic + 128.f) : -(H::magic + 8.f);
+  extern __shared__ __align__(16) uint32_t smem[];
+  __shared__ float red[WARPS][16];
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+  const int gid = lane >> 2, tq = lane & 3;
+  const int nbr = K / 32, nblk = nbr / WARPS, b0 = wi * nblk, nch = nblk / S::U;
+  const size_t row_bytes = static_cast<size_t>(nbr) * S::BYTES;
+  const int row0 = blockIdx.x * 16;
+  uint32_t* base = smem + wi * small_warp_words<F>(nblk);
+  uint8_t* ring = reinterpret_cast<uint8_t*>(base);
+  uint4* xs = reinterpret_cast<uint4*>(base + 2 * S::SLOT / 4);
+  float* xsum = reinterpret_cast<float*>(base + 2 * S::SLOT / 4 + nblk * 16);
+
+  constexpr int PL = (S::PIECES + 31) / 32;
+  constexpr int PPR = S::RS / 16;
+  const uint8_t* src[PL];
+  int dst[PL];
+#pragma unroll
+  for (int i = 0; i < PL; ++i) {
+    const int p = min(lane + 32 * i, S::PIECES - 1), r = p / PPR, q = p % PPR;
+    src[i] = w + static_cast<size_t>(min(row0 + r, N - 1)) * row_bytes + static_cast<size_t>(b0) * S::BYTES + q * 16;
+    dst[i] = r * S::RS + q * 16;
+  }
+  auto issue = [&](int c, uint8_t* slot) {
+#pragma unroll
+    for (int i = 0; i < PL; ++i)
+      if (lane + 32 * i < S::PIECES) cp_async16(slot + dst[i], src[i] + static_cast<size_t>(c) * S::RS);
+  };
+  if (nch > 0) issue(0, ring);
+  cp_async_commit();
+
+  // x: item (block, tq). Q4_0: weights 4 tq .. + 3 (lo) and 16 + 4 tq .. (hi);
+  // Q8_0: weights 4 tq .. + 3 (slice 0) and 16 + 4 tq .. (slice 1); each
+  // paired (l, l + 2) (l + 1, l + 3) like the nibble pairs of a word.
+  for (int i = lane; i < nblk * 4; i += 32) {
+    const int blk = i >> 2, t = i & 3;
+    const T* p = x + static_cast<size_t>(b0 + blk) * 32 + 4 * t;
+    const uint2 lo = __ldg(reinterpret_cast<const uint2*>(p)), hi = __ldg(reinterpret_cast<const uint2*>(p + 16));
+    const T* el = reinterpret_cast<const T*>(&lo);
+    const T* eh = reinterpret_cast<const T*>(&hi);
+    float sm = 0.f;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sm += static_cast<float>(el[k]) + static_cast<float>(eh[k]);
+    xs[i] = make_uint4(__byte_perm(lo.x, lo.y, 0x5410), __byte_perm(lo.x, lo.y, 0x7632),
+                       __byte_perm(hi.x, hi.y, 0x5410), __byte_perm(hi.x, hi.y, 0x7632));
+    sm += __shfl_xor_sync(0xffffffffu, sm, 1);
+    sm += __shfl_xor_sync(0xffffffffu, sm, 2);
+    if (t == 0) xsum[blk] = sm;
+  }
+  __syncwarp();
+
+  const bool xrow = gid == 0;
+  const uint32_t magic = H::magic2;
+  float acc[2] = {};
+  for (int c = 0; c < nch; ++c) {
+    if (c + 1 < nch) issue(c + 1, ring + ((c + 1) & 1) * S::SLOT);
+    cp_async_commit();
+    cp_async_wait_one();
+    __syncwarp();
+    const uint8_t* slot = ring + (c & 1) * S::SLOT;
+    const uint8_t* r0 = slot + gid * S::RS;
+    const uint8_t* r1 = slot + (gid + 8) * S::RS;
+#pragma unroll
+    for (int u = 0; u < S::U; ++u) {
+      const int blk = c * S::U + u;
+      uint4 bx = make_uint4(0, 0, 0, 0);
+      if (xrow) bx = xs[blk * 4 + tq];
+      float c0[4] = {}, c1[4] = {};
+      if constexpr (!kQ8) {
+        const int off = u * S::BYTES + 2 + 4 * tq;
+        const uint32_t w0 = lds_at(r0, off), w1 = lds_at(r1, off);
+        mma16816<T>(c0, and_or(w0, magic), and_or(w1, magic), and_or(w0 >> 8, magic), and_or(w1 >> 8, magic), bx.x,
+                    bx.y);
+        mma16816<T>(c1, and_or(w0 >> 4, magic), and_or(w1 >> 4, magic), and_or(w0 >> 12, magic),
+                    and_or(w1 >> 12, magic), bx.z, bx.w);
+      } else {
+#pragma unroll
+        for (int sl = 0; sl < 2; ++sl) {  // slice sl: bytes 16 sl + 4 tq .. + 3
+          const int off = u * S::BYTES + 2 + 16 * sl + 4 * tq;
+          const uint32_t w0 = lds_at(r0, off) ^ 0x80808080u, w1 = lds_at(r1, off) ^ 0x80808080u;
+          const uint32_t bb0 = sl ? bx.z : bx.x, bb1 = sl ? bx.w : bx.y;
+          mma16816<T>(c0, and_or(w0, magic), and_or(w1, magic), and_or(w0 >> 8, magic), and_or(w1 >> 8, magic), bb0,
+                      bb1);
+          mma16816<T>(c1, and_or(w0 >> 4, magic), and_or(w1 >> 4, magic), and_or(w0 >> 12, magic),
+                      and_or(w1 >> 12, magic), bb0, bb1);
+        }
+      }
+      const float X = xsum[blk];
+      const float d0 = qb::half_to_float(*reinterpret_cast<const uint16_t*>(r0 + u * S::BYTES));
+      const float d1 = qb::half_to_float(*reinterpret_cast<const uint16_t*>(r1 + u * S::BYTES));
+      const float s0 = kQ8 ? fmaf(16.f, c1[0], c0[0]) : c0[0] + c1[0];
+      const float s1 = kQ8 ? fmaf(16.f, c1[2], c0[2]) : c0[2] + c1[2];
+      acc[0] = fmaf(d0, fmaf(kOff, X, s0), acc[0]);
+      acc[1] = fmaf(d1, fmaf(kOff, X, s1), acc[1]);
+    }
+    __syncwarp();
+  }
+  if (tq == 0) red[wi][gid] = acc[0], red[wi][gid + 8] = acc[1];
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float v = 0.f;
+#pragma unroll
+    for (int k = 0; k < WARPS; ++k) v += red[k][threadIdx.x];
+    if (row0 + static_cast<int>(threadIdx.x) < N) y[row0 + threadIdx.x] = static_cast<T>(v);
+  }
+}
+
+template <typename T, BlockFormat F, int WARPS, int MINB>
+bool launch_small_cfg(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t st) {
+  const size_t smem = static_cast<size_t>(WARPS) * small_warp_words<F>(K / 32 / WARPS) * 4;
+  if (smem > 160 * 1024) return false;
+  auto kernel = small_stream_kernel<T, F, WARPS, MINB>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
+  if (attr != cudaSuccess) return false;
+  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K);
+  return true;
+}
+
 }  // namespace
 
 // 4 warps split a row of up to 32 super-blocks (K <= 8192), 8 warps longer ones.
@@ -170,6 +321,25 @@ bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, cudaStr
   return false;
 }
 
+// Q4_0 / Q8_0: 4 warps split a row of up to 256 blocks (K <= 8192), 8 warps longer ones.
+template <typename T>
+bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, cudaStream_t st) {
+  const int nbr = K / 32;
+  if (K % 32 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 8 != 0) return false;
+  const bool eight = nbr % 64 == 0 && nbr > 256;
+  if (!eight && nbr % 32 != 0) return false;
+  if (f == BlockFormat::q4_0)
+    return eight ? launch_small_cfg<T, BlockFormat::q4_0, 8, 2>(x, w, y, N, K, st)
+                 : launch_small_cfg<T, BlockFormat::q4_0, 4, 4>(x, w, y, N, K, st);
+  if (f == BlockFormat::q8_0)
+    return eight ? launch_small_cfg<T, BlockFormat::q8_0, 8, 2>(x, w, y, N, K, st)
+                 : launch_small_cfg<T, BlockFormat::q8_0, 4, 4>(x, w, y, N, K, st);
+  return false;
+}
+
+template bool launch_small_stream<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int,
+                                                 BlockFormat, cudaStream_t);
+template bool launch_small_stream<__half>(const __half*, const uint8_t*, __half*, int, int, BlockFormat, cudaStream_t);
 template bool launch_q4k_stream<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int,
                                                cudaStream_t);
 template bool launch_q4k_stream<__half>(const __half*, const uint8_t*, __half*, int, int, cudaStream_t);

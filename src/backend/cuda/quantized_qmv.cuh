@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/block_format.h"
+
 namespace kiln::cuda {
 
 // d += a * b, m16n8k16, fp32 accumulation.
@@ -90,5 +92,10 @@ bool launch_qmv_stream(const T* x, const uint32_t* w, const T* scales, const T* 
 // bytes, 16-byte aligned); false when K / 256 is not a multiple of 4.
 template <typename T>
 bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t st);
+
+// And Q4_0 / Q8_0 rows (f one of them); false when K / 32 is not a multiple
+// of 32 (K <= 8192) or 64, or the rows are not 16-byte aligned.
+template <typename T>
+bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, cudaStream_t st);
 
 }  // namespace kiln::cuda
