@@ -66,6 +66,23 @@ TEST(LlmModel, CachedDecodeMatchesTheFullSequence) {
   }
 }
 
+// Model::random with a block format: the same draws as the float model,
+// every matrix stored quantized (fewer bytes), logits close to the float
+// model's (`kiln bench llm -m random:SHAPE:TYPE` builds models this way).
+TEST(LlmModel, RandomInABlockFormat) {
+  ModelConfig c = tiny("llama");
+  c.hidden_size = 64;
+  c.intermediate_size = 96;  // K of every matrix a multiple of 32
+  Model f = Model::random(c, 3);
+  Model q = Model::random(c, 3, float32, "q8_0");
+  EXPECT_LT(q.weight_bytes() * 3, f.weight_bytes());
+  auto cf = f.make_caches(), cq = q.make_caches();
+  array lf = f.forward(tokens_of(kPrompt), cf), lq = q.forward(tokens_of(kPrompt), cq);
+  const float scale = max(abs(lf)).item<float>();
+  EXPECT_GT(scale, 0.f);
+  EXPECT_LT(max_abs_diff(lf, lq), 0.05f * scale);
+}
+
 TEST(LlmModel, ForwardMatchesAPlainOpReference) {
   // One llama layer written out with plain ops (attention by softmax, rope
   // by its fallback through a non-traditional rotation of halves).

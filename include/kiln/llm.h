@@ -145,8 +145,12 @@ class Model {
                             std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                             const BlockModes& block_modes = {});
   // A model of the given shape with random normal weights (std 0.02,
-  // norms 1): the default model of `kiln generate`, and for tests.
-  static Model random(const ModelConfig& config, uint64_t seed = 0, Dtype dtype = float32);
+  // norms 1): the default model of `kiln generate`, and for tests. A block
+  // format as `mode` ("q8_0", "q4_0", "q4_k", ...) stores every matrix
+  // (embedding and lm_head included) quantized to it, each quantized as
+  // soon as it is drawn (what `kiln bench llm -m random:...` times).
+  static Model random(const ModelConfig& config, uint64_t seed = 0, Dtype dtype = float32,
+                      const std::string& mode = "none");
 
   // tokens [B, T] (integer) -> logits [B, T, vocab] (float32), appending T
   // positions to each layer's cache (caches.size() == num_layers);

@@ -139,27 +139,40 @@ Model Model::from_tensors(const ModelConfig& config, const TensorMap& t, std::op
   return m;
 }
 
-Model Model::random(const ModelConfig& c, uint64_t seed, Dtype dtype) {
+Model Model::random(const ModelConfig& c, uint64_t seed, Dtype dtype, const std::string& mode) {
   TensorMap t;
+  BlockModes modes;
+  std::vector<array> all;
   uint64_t n = 0;
   auto normal = [&](Shape shape) {  // one key per tensor
     return random::normal(shape, dtype, 0.0f, 0.02f, random::key(seed * 1000003 + ++n));
   };
+  // A matrix: drawn, and quantized at once when a block format is asked for
+  // (an 8B-shaped model's float32 weights would not fit a small machine).
+  auto matrix = [&](const std::string& name, Shape shape) {
+    array m = normal(shape);
+    if (mode != "none") {
+      m = quantize(astype(m, float32), std::nullopt, std::nullopt, mode)[0];
+      modes.emplace(name, mode);
+      eval(m);
+    }
+    t.emplace(name, m);
+  };
   const int hd = c.resolved_head_dim(), D = c.hidden_size, F = c.intermediate_size;
-  t.emplace("model.embed_tokens.weight", normal({c.vocab_size, D}));
+  matrix("model.embed_tokens.weight", {c.vocab_size, D});
   t.emplace("model.norm.weight", ones({D}, dtype));
-  if (!c.tie_word_embeddings) t.emplace("lm_head.weight", normal({c.vocab_size, D}));
+  if (!c.tie_word_embeddings) matrix("lm_head.weight", {c.vocab_size, D});
   for (int i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     t.emplace(p + "input_layernorm.weight", ones({D}, dtype));
     t.emplace(p + "post_attention_layernorm.weight", ones({D}, dtype));
-    t.emplace(p + "self_attn.q_proj.weight", normal({c.num_heads * hd, D}));
-    t.emplace(p + "self_attn.k_proj.weight", normal({c.num_kv_heads * hd, D}));
-    t.emplace(p + "self_attn.v_proj.weight", normal({c.num_kv_heads * hd, D}));
-    t.emplace(p + "self_attn.o_proj.weight", normal({D, c.num_heads * hd}));
-    t.emplace(p + "mlp.gate_proj.weight", normal({F, D}));
-    t.emplace(p + "mlp.up_proj.weight", normal({F, D}));
-    t.emplace(p + "mlp.down_proj.weight", normal({D, F}));
+    matrix(p + "self_attn.q_proj.weight", {c.num_heads * hd, D});
+    matrix(p + "self_attn.k_proj.weight", {c.num_kv_heads * hd, D});
+    matrix(p + "self_attn.v_proj.weight", {c.num_kv_heads * hd, D});
+    matrix(p + "self_attn.o_proj.weight", {D, c.num_heads * hd});
+    matrix(p + "mlp.gate_proj.weight", {F, D});
+    matrix(p + "mlp.up_proj.weight", {F, D});
+    matrix(p + "mlp.down_proj.weight", {D, F});
     if (c.attention_bias) {
       t.emplace(p + "self_attn.q_proj.bias", normal({c.num_heads * hd}));
       t.emplace(p + "self_attn.k_proj.bias", normal({c.num_kv_heads * hd}));
@@ -170,10 +183,9 @@ Model Model::random(const ModelConfig& c, uint64_t seed, Dtype dtype) {
       t.emplace(p + "self_attn.k_norm.weight", ones({hd}, dtype));
     }
   }
-  std::vector<array> all;
   for (auto& [name, a] : t) all.push_back(a);
   eval(all);
-  return from_tensors(c, t);
+  return from_tensors(c, t, std::nullopt, std::nullopt, modes);
 }
 
 Checkpoint read_hf_checkpoint(const std::string& path) {

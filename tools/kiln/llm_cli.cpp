@@ -57,7 +57,45 @@ llm::ModelConfig default_config() {
   return c;
 }
 
-Loaded load(const std::string& path) {
+StreamOrDevice device_of(const std::string& device) {
+  if (device == "gpu") {
+    if (!is_available(Device::gpu)) throw Error("--device gpu: no GPU backend in this build or no GPU");
+    return Device::gpu;
+  }
+  return Device::cpu;
+}
+
+// "random:SHAPE[:TYPE]": a random-weight model of a known shape, built in
+// memory on the default device (shapes: llama3-8b, llama3-1b; types: f32,
+// f16, bf16 or a block format), for timing a model size no file is at hand for.
+Loaded load_random_shape(const std::string& spec, StreamOrDevice where) {
+  const std::string rest = spec.substr(7);
+  const size_t colon = rest.find(':');
+  const std::string shape = rest.substr(0, colon), type = colon == std::string::npos ? "bf16" : rest.substr(colon + 1);
+  llm::ModelConfig c = default_config();
+  c.vocab_size = 128256;
+  c.rope_theta = 500000.0f;
+  if (shape == "llama3-8b") {
+    c.hidden_size = 4096, c.intermediate_size = 14336, c.num_layers = 32, c.num_heads = 32, c.num_kv_heads = 8;
+  } else if (shape == "llama3-1b") {
+    c.hidden_size = 2048, c.intermediate_size = 8192, c.num_layers = 16, c.num_heads = 32, c.num_kv_heads = 8;
+    c.tie_word_embeddings = true;
+  } else {
+    throw Error("-m " + spec + ": unknown shape '" + shape + "' (llama3-8b, llama3-1b)");
+  }
+  const bool is_float = type == "f32" || type == "f16" || type == "bf16";
+  const Dtype dt = type == "f32" ? float32 : type == "f16" ? float16 : bfloat16;
+  const Device previous = default_device();
+  if (auto* d = std::get_if<Device>(&where)) set_default_device(*d);
+  std::fprintf(stderr, "kiln: %s: RANDOM weights of the %s shape (%s), built in memory\n", spec.c_str(),
+               shape.c_str(), type.c_str());
+  Model m = Model::random(c, 0, is_float ? dt : bfloat16, is_float ? "none" : type);
+  set_default_device(previous);
+  return {std::move(m), std::nullopt, spec, true};
+}
+
+Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu) {
+  if (path.rfind("random:", 0) == 0) return load_random_shape(path, where);
   if (path.empty()) {
     std::fprintf(stderr,
                  "kiln: no -m given: using a RANDOM-WEIGHT Llama-architecture model built in memory (4 layers, "
@@ -77,18 +115,11 @@ Loaded load(const std::string& path) {
   return {Model::load(path), std::move(tok), name, false};
 }
 
-StreamOrDevice device_of(const std::string& device) {
-  if (device == "gpu") {
-    if (!is_available(Device::gpu)) throw Error("--device gpu: no GPU backend in this build or no GPU");
-    return Device::gpu;
-  }
-  return Device::cpu;
-}
 
 }  // namespace
 
 int run_generate(const GenerateCliOptions& opt) {
-  Loaded m = load(opt.model);
+  Loaded m = load_model(opt.model, device_of(opt.device));
   std::vector<int32_t> prompt;
   if (m.tokenizer) {
     if (opt.chat) {
@@ -180,7 +211,7 @@ Sample summarize(const std::vector<double>& v) {
 }  // namespace
 
 int run_bench_llm(const BenchLlmOptions& opt) {
-  Loaded m = load(opt.model);
+  Loaded m = load_model(opt.model, device_of(opt.device));
   const int vocab = m.model.config().vocab_size;
   std::mt19937 rng(1);
   auto random_tokens = [&](int n) {

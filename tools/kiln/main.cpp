@@ -76,7 +76,9 @@ int main(int argc, char** argv) {
 
   kiln::cli::BenchLlmOptions bench_llm;
   CLI::App* llm = bench->add_subcommand("llm", "llama-bench's pp/tg table for a model file (mean ± stdev)");
-  llm->add_option("-m,--model", bench_llm.model, "GGUF file or Hugging Face directory (default: random weights)");
+  llm->add_option("-m,--model", bench_llm.model,
+                 "GGUF file, Hugging Face directory, or random:SHAPE[:TYPE] (llama3-8b / llama3-1b; f32, f16, bf16, "
+                 "q8_0, q4_0, q4_k, ...: random weights of that shape; default: a small random model)");
   llm->add_option("-p,--n-prompt", bench_llm.prompt, "Prompt tokens of the pp test (0: none)")->capture_default_str();
   llm->add_option("-n,--n-gen", bench_llm.gen, "Generated tokens of the tg test (0: none)")->capture_default_str();
   llm->add_option("-r,--repetitions", bench_llm.reps, "Timed repetitions")->check(CLI::PositiveNumber)->capture_default_str();
