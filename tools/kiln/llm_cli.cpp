@@ -85,13 +85,14 @@ Loaded load_random_shape(const std::string& spec, StreamOrDevice where) {
   }
   const bool is_float = type == "f32" || type == "f16" || type == "bf16";
   const Dtype dt = type == "f32" ? float32 : type == "f16" ? float16 : bfloat16;
-  const Device previous = default_device();
+  struct Restore {  // the default device, also when building the model throws
+    Device previous = default_device();
+    ~Restore() { set_default_device(previous); }
+  } restore;
   if (auto* d = std::get_if<Device>(&where)) set_default_device(*d);
   std::fprintf(stderr, "kiln: %s: RANDOM weights of the %s shape (%s), built in memory\n", spec.c_str(),
                shape.c_str(), type.c_str());
-  Model m = Model::random(c, 0, is_float ? dt : bfloat16, is_float ? "none" : type);
-  set_default_device(previous);
-  return {std::move(m), std::nullopt, spec, true};
+  return {Model::random(c, 0, is_float ? dt : bfloat16, is_float ? "none" : type), std::nullopt, spec, true};
 }
 
 Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu) {
@@ -114,7 +115,6 @@ Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu) {
   if (fs::exists(fs::path(path) / "tokenizer.json")) tok.emplace(Tokenizer::from_file((fs::path(path) / "tokenizer.json").string()));
   return {Model::load(path), std::move(tok), name, false};
 }
-
 
 }  // namespace
 

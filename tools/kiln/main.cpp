@@ -88,7 +88,9 @@ int main(int argc, char** argv) {
 
   kiln::cli::GenerateCliOptions gen;
   CLI::App* generate = app.add_subcommand("generate", "Generate text with a model (streams it, then tokens/s)");
-  generate->add_option("-m,--model", gen.model, "GGUF file or Hugging Face directory (default: random weights)");
+  generate->add_option("-m,--model", gen.model,
+                      "GGUF file, Hugging Face directory, or random:SHAPE[:TYPE] as for bench llm (default: a small "
+                      "random model)");
   generate->add_option("-p,--prompt", gen.prompt, "Prompt text")->capture_default_str();
   generate->add_option("-n,--n-predict", gen.n, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
   generate->add_option("--temp", gen.temp, "Temperature (<= 0: greedy)")->capture_default_str();
