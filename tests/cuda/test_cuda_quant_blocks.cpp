@@ -78,6 +78,16 @@ TEST_F(GpuBlocks, QuantizeSameBytes) {
   }
 }
 
+// |gpu - cpu| <= tol * max |cpu| element by element: relative to the
+// products' scale (sums of sqrt(K) |x| |w| terms cancel).
+void expect_near_scaled(const array& gpu, const array& cpu, double tol) {
+  std::vector<double> cd = to_double(cpu), gd = to_double(gpu);
+  ASSERT_EQ(cd.size(), gd.size());
+  double scale = 0;
+  for (double v : cd) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < cd.size(); ++i) ASSERT_NEAR(gd[i], cd[i], tol * scale) << "element " << i;
+}
+
 TEST_F(GpuBlocks, MatmulAgainstCpu) {
   for (const auto& mode : kModes) {
     const BlockLayout& l = layout(mode);
@@ -92,12 +102,7 @@ TEST_F(GpuBlocks, MatmulAgainstCpu) {
           array c = detail::block_quantized_matmul(astype(x, float32), w, true, mode, Device::cpu);
           array g = detail::block_quantized_matmul(x, w, true, mode, Device::gpu);
           EXPECT_EQ(g.dtype(), t);
-          // Relative to the products' scale: sqrt(K) * |x| |w| terms.
-          std::vector<double> cd = to_double(c), gd = to_double(g);
-          double scale = 0;
-          for (double v : cd) scale = std::max(scale, std::fabs(v));
-          double tol = t == float32 ? 1e-5 : 1e-2;
-          for (size_t i = 0; i < cd.size(); ++i) ASSERT_NEAR(gd[i], cd[i], tol * scale) << "element " << i;
+          expect_near_scaled(g, c, t == float32 ? 1e-5 : 1e-2);
         }
       }
     }
@@ -117,10 +122,7 @@ TEST_F(GpuBlocks, DecodeOnLongRows) {
         array c = detail::block_quantized_matmul(astype(x, float32), w, true, mode, Device::cpu);
         array g = detail::block_quantized_matmul(x, w, true, mode, Device::gpu);
         EXPECT_EQ(g.dtype(), t);
-        std::vector<double> cd = to_double(c), gd = to_double(g);
-        double scale = 0;
-        for (double v : cd) scale = std::max(scale, std::fabs(v));
-        for (size_t i = 0; i < cd.size(); ++i) ASSERT_NEAR(gd[i], cd[i], 1e-2 * scale) << "element " << i;
+        expect_near_scaled(g, c, 1e-2);
       }
     }
   }
