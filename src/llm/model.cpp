@@ -142,7 +142,6 @@ Model Model::from_tensors(const ModelConfig& config, const TensorMap& t, std::op
 Model Model::random(const ModelConfig& c, uint64_t seed, Dtype dtype, const std::string& mode) {
   TensorMap t;
   BlockModes modes;
-  std::vector<array> all;
   uint64_t n = 0;
   auto normal = [&](Shape shape) {  // one key per tensor
     return random::normal(shape, dtype, 0.0f, 0.02f, random::key(seed * 1000003 + ++n));
@@ -183,6 +182,7 @@ Model Model::random(const ModelConfig& c, uint64_t seed, Dtype dtype, const std:
       t.emplace(p + "self_attn.k_norm.weight", ones({hd}, dtype));
     }
   }
+  std::vector<array> all;
   for (auto& [name, a] : t) all.push_back(a);
   eval(all);
   return from_tensors(c, t, std::nullopt, std::nullopt, modes);

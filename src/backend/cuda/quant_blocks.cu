@@ -250,21 +250,21 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
   int64_t row_bytes = K / block_layout(F).block * block_layout(F).bytes;
   bool vector_rows = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   int64_t grid = std::min<int64_t>((N + kWarps - 1) / kWarps, int64_t{device_sm_count()} * 16);
+  if constexpr ((F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) &&
+                (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)) {
+    // One row of x on the tensor cores (quant_blocks_qmv.cu) where the shape allows.
+    const int n = static_cast<int>(N), k = static_cast<int>(K);
+    if (M == 1 && (F == BlockFormat::q4_k ? launch_q4k_stream<T>(x, w, y, n, k, s)
+                                          : launch_small_stream<T>(x, w, y, n, k, F, s))) {
+      KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+      return;
+    }
+  }
   for (int64_t m0 = 0; m0 < M; m0 += 8) {
     const T* xm = x + m0 * K;
     T* ym = y + m0 * N;
     const int rows = static_cast<int>(std::min<int64_t>(8, M - m0));
     const unsigned g = static_cast<unsigned>(grid);
-    if constexpr ((F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) &&
-                  (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)) {
-      // One row of x on the tensor cores (quant_blocks_qmv.cu) where the shape allows.
-      const int n = static_cast<int>(N), k = static_cast<int>(K);
-      if (M == 1 && (F == BlockFormat::q4_k ? launch_q4k_stream<T>(xm, w, ym, n, k, s)
-                                            : launch_small_stream<T>(xm, w, ym, n, k, F, s))) {
-        KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
-        return;
-      }
-    }
     if (rows == 1) {
       qmv_kernel<F, T, 1><<<g, kWarps * 32, 0, s>>>(xm, w, ym, rows, N, K, vector_rows);
     } else if (rows <= 4) {

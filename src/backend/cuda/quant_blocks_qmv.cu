@@ -141,14 +141,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     }
     __syncwarp();
   }
-  if (tq == 0) red[wi][gid] = acc[0], red[wi][gid + 8] = acc[1];
-  __syncthreads();
-  if (threadIdx.x < 16) {
-    float v = 0.f;
-#pragma unroll
-    for (int k = 0; k < WARPS; ++k) v += red[k][threadIdx.x];
-    if (row0 + static_cast<int>(threadIdx.x) < N) y[row0 + threadIdx.x] = static_cast<T>(v);
-  }
+  store_row_sums<WARPS>(red, acc[0], acc[1], y, row0, N);
 }
 
 template <typename T, int WARPS, int MINB>
@@ -287,14 +280,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     }
     __syncwarp();
   }
-  if (tq == 0) red[wi][gid] = acc[0], red[wi][gid + 8] = acc[1];
-  __syncthreads();
-  if (threadIdx.x < 16) {
-    float v = 0.f;
-#pragma unroll
-    for (int k = 0; k < WARPS; ++k) v += red[k][threadIdx.x];
-    if (row0 + static_cast<int>(threadIdx.x) < N) y[row0 + threadIdx.x] = static_cast<T>(v);
-  }
+  store_row_sums<WARPS>(red, acc[0], acc[1], y, row0, N);
 }
 
 template <typename T, BlockFormat F, int WARPS, int MINB>

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   constexpr int VPW = 32 / BITS;
   constexpr float kOff = kNibbles8 ? 17.f * 128.f : H::magic;
   extern __shared__ __align__(16) uint32_t smem[];
-  __shared__ float red[WARPS][16][2];
+  __shared__ float red[WARPS][16];
   const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
   const int gid = lane >> 2, tq = lane & 3;
   const int G = K / GS, words = K * BITS / 32;
@@ -214,17 +214,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     }
     __syncwarp();
   }
-  if (tq == 0) {
-    red[wi][gid][0] = acc[0];
-    red[wi][gid + 8][0] = acc[2];
-  }
-  __syncthreads();
-  if (threadIdx.x < 16) {
-    float v = 0.f;
-#pragma unroll
-    for (int k = 0; k < WARPS; ++k) v += red[k][threadIdx.x][0];
-    if (row0 + static_cast<int>(threadIdx.x) < N) y[row0 + threadIdx.x] = static_cast<T>(v);
-  }
+  store_row_sums<WARPS>(red, acc[0], acc[2], y, row0, N);
 }
 
 template <typename T, int BITS, int GS, int WARPS, int U, int MINB>

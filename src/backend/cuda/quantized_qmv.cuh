@@ -1,5 +1,5 @@
 #pragma once
-// Shared by the affine QMV kernels (quantized.cu, quantized_qmv.cu): the
+// Shared by the QMV kernels (quantized.cu, quantized_qmv.cu, quant_blocks_qmv.cu): the
 // m16n8k16 tensor-core step on 32-bit fragment registers, the 16-bit
 // constants that turn a packed value q into the half-precision number
 // magic + q with one logic op, cp.async, and the streaming M = 1 kernels'
@@ -77,6 +77,23 @@ __device__ __forceinline__ void lds_words(const uint32_t* p, uint32_t (&v)[NW]) 
       const uint4 u = reinterpret_cast<const uint4*>(p)[c];
       v[4 * c] = u.x, v[4 * c + 1] = u.y, v[4 * c + 2] = u.z, v[4 * c + 3] = u.w;
     }
+  }
+}
+
+// The end of a streaming kernel's CTA (16 rows of w, WARPS warps splitting
+// K): lanes tq = 0 of each warp hold its part of rows gid (lo) and gid + 8
+// (hi) in B column 0; the CTA sums the warps and writes y[row0 .. row0 + 15].
+// Every thread of the CTA calls it (it synchronizes the CTA).
+template <int WARPS, typename T>
+__device__ __forceinline__ void store_row_sums(float (&red)[WARPS][16], float lo, float hi, T* y, int row0, int N) {
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
+  if ((lane & 3) == 0) red[wi][lane >> 2] = lo, red[wi][(lane >> 2) + 8] = hi;
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float v = 0.f;
+#pragma unroll
+    for (int k = 0; k < WARPS; ++k) v += red[k][threadIdx.x];
+    if (row0 + static_cast<int>(threadIdx.x) < N) y[row0 + threadIdx.x] = static_cast<T>(v);
   }
 }
 
