@@ -240,6 +240,19 @@ struct StreamState {
     done.clear();
   }
 
+  // The held inputs' bytes that only in-flight records keep alive: a weight
+  // or any other array its owner still holds costs nothing more to hold.
+  // Called with `mutex` held.
+  size_t exclusively_held_bytes() const {
+    size_t bytes = 0;
+    for (const auto& f : in_flight) {
+      for (const auto& a : f.inputs) {
+        if (a.desc().use_count() == 1) bytes += a.nbytes();
+      }
+    }
+    return bytes;
+  }
+
   // Throws (once) the deferred index error found by retire.
   void throw_deferred_error() {
     std::string e;
@@ -283,7 +296,10 @@ StreamState* find_stream_state(int index) {
 
 thread_local StreamState* tl_state = nullptr;
 thread_local int tl_stream_index = -1;
+// The buffers written since gpu_begin_node, in order, and as a set (a
+// captured batch writes hundreds: no linear search per output).
 thread_local std::vector<Buffer*> tl_written;
+thread_local std::unordered_set<const Buffer*> tl_written_set;
 thread_local std::vector<std::shared_ptr<Buffer>> tl_scratch;
 thread_local std::vector<IndexCheck> tl_checks;
 thread_local bool tl_capturing = false;
@@ -391,9 +407,7 @@ char* out_ptr(array& out) {
   Buffer& b = *d.buffer;
   if (!b.device_raw()) b.set_device_raw(allocator::device_alloc(b.size(), "to_device"));
   b.set_valid(Buffer::kDevice);
-  bool seen = false;
-  for (Buffer* w : tl_written) seen = seen || w == &b;
-  if (!seen) tl_written.push_back(&b);
+  if (tl_written_set.insert(&b).second) tl_written.push_back(&b);
   return static_cast<char*>(b.device_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
 }
 
@@ -457,6 +471,7 @@ void gpu_begin_node(const Stream& stream) {
     KILN_CUDA_CHECK("stream", cudaSetDevice(tl_state->device));
   }
   tl_written.clear();
+  tl_written_set.clear();
   tl_scratch.clear();
   // Left over only by a node that threw after launching: its slots may
   // still be written, so they are not recycled.
@@ -479,6 +494,7 @@ void record_completion(StreamState& st, int stream_index, std::vector<array>&& h
     b->event_stream = stream_index;
   }
   tl_written.clear();
+  tl_written_set.clear();
   if (!held.empty() || !tl_scratch.empty() || !tl_checks.empty() || st.staged) {
     size_t bytes = 0;
     for (const auto& a : held) bytes += a.nbytes();
@@ -494,12 +510,15 @@ void record_completion(StreamState& st, int stream_index, std::vector<array>&& h
   st.retire(false);
   // Back-pressure: when the host runs far ahead of the GPU, the inputs held
   // for queued kernels pile up (a long chain over large arrays); wait for
-  // the oldest work instead of growing memory without bound.
+  // the oldest work instead of growing memory without bound. Only what the
+  // records alone keep alive counts: a decode step holds every weight of the
+  // model, and waiting for it would serialize the host with the GPU.
   while (true) {
     std::shared_ptr<void> oldest;
     {
       std::lock_guard lock(st.mutex);
       if (st.held_bytes <= kMaxHeldBytes || st.in_flight.empty()) break;
+      if (st.exclusively_held_bytes() <= kMaxHeldBytes) break;
       oldest = st.in_flight.front().done;
     }
     KILN_CUDA_CHECK("synchronize", cudaEventSynchronize(raw(oldest)));
@@ -572,6 +591,7 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
     // Nothing ran: forget the outputs and what was registered for them.
     for (size_t i = begin; i < end; ++i) nodes[i].desc()->buffer.reset();
     tl_written.clear();
+    tl_written_set.clear();
     tl_scratch.clear();
     drop_index_checks();
     count_graph_fallback();
@@ -674,9 +694,21 @@ void raw_device_free(void* p) {
   }
   cudaFree(p);
 }
-// Called with b's migrate mutex held (Buffer::migrate_to_host).
+// Called with b's migrate mutex held (Buffer::migrate_to_host). The wait
+// for the kernels that wrote b runs with the mutex released: meanwhile a GPU
+// stream recording later work may read b (in_ptr takes the mutex), and must
+// not wait for the device along with this host reader. A decode loop reads
+// step t's token while step t + 1, which reads it too, is being recorded.
 void copy_device_to_host(Buffer& b, void* host) {
-  if (b.event) KILN_CUDA_CHECK("to_host", cudaEventSynchronize(raw(b.event)));
+  for (std::shared_ptr<void> waited; b.event && b.event != waited;) {
+    waited = b.event;
+    b.migrate_mutex().unlock();
+    const cudaError_t e = cudaEventSynchronize(raw(waited));
+    b.migrate_mutex().lock();
+    KILN_CUDA_CHECK("to_host", e);
+  }
+  // Another reader copied it over while this one waited.
+  if (b.valid() & Buffer::kHost) return;
   KILN_CUDA_CHECK("to_host", cudaMemcpy(host, b.device_raw(), b.size(), cudaMemcpyDeviceToHost));
 }
 void synchronize_all() {
