@@ -20,6 +20,9 @@
 // other matmuls do not have, and the decode here is not the bottleneck).
 // With one row of x, two accumulator sets alternate so the FMA latency is
 // hidden; with more rows, the rows provide the independent chains.
+// On AVX-512, Q4_0 and Q8_0 (one scale, no bias) skip w = a q + b: the
+// codes go to float and a * sum q x costs one FMA by the scale per block
+// (qmv_avx512_scaled below).
 // Threads split N (each thread streams its own rows of w).
 #include <immintrin.h>
 
