@@ -11,14 +11,14 @@
 // a per-lane shift and one vpternlogd decode the 16 code bytes, and the
 // block costs about 7 instructions. The offset 128 + off (w = a (u - off)
 // + b) is not paid per chunk in scalar code (a serial scalar FMA per chunk
-// is a chain of ~4 cycles per Q4_0 block): a seed vector holding -(128 + off) sum x,
-// spread over the lanes of its chunk (or 16-weight half), is precomputed
-// once per call and is vdpbf16ps's accumulator input, so t = sum (u - off)
-// x and a chunk costs one FMA by its scale. Q4_K's biases b go in once per
-// super-block: 8 b times 8 sums of x. x must hold bf16 values (the
-// caller passes them widened to float; the pairs then hold them exactly):
-// the result differs from the float kernel only by the fp32 rounding of
-// the larger partial sums.
+// is a chain of ~4 cycles per Q4_0 block): -(128 + off) sum x per chunk is
+// precomputed once per call and, spread over the 16 lanes, is vdpbf16ps's
+// accumulator input, so t = sum (u - off) x and a chunk costs one FMA by
+// its scale. Q6_K (a scale per 16 weights) and Q4_K's biases b go in once
+// per super-block instead: 16 a times 16 offset terms, 8 b times 8 sums.
+// x must hold bf16 values (the caller passes them widened to float; the
+// pairs then hold them exactly): the result differs from the float kernel
+// only by the fp32 rounding of the larger partial sums.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -95,26 +95,29 @@ struct BfDec<BlockFormat::q6_k> {
   }
 };
 
-// Rows n0..n1 of y[M, N]: xb [M, K] bf16 bits; xc the offset term of each
-// chunk (see block_qmv_bf16), one float per chunk (broadcast) or, where
-// sub-blocks are halves, 16 floats (lanes 0-7 the first half, 8-15 the
-// second). The term seeds vdpbf16ps, so a chunk costs one dot product and
-// one scale FMA and no scalar arithmetic; A accumulator sets hide the FMA
-// latency (4 sets for one row of x, the rows themselves beyond).
+// Rows n0..n1 of y[M, N]: xb [M, K] bf16 bits; xc the offset term
+// -(128 + off) sum x (see block_qmv_bf16): one float per chunk, divided by
+// 16 and broadcast as the seed of vdpbf16ps, or, where sub-blocks are
+// halves (Q6_K), one per half, multiplied by the 16 scales of a super-block
+// in one FMA. A chunk costs one dot product and one scale FMA and no scalar
+// arithmetic; A accumulator sets hide the FMA latency (4 sets for one row
+// of x, the rows themselves beyond).
 template <BlockFormat F, int M>
 KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xc, const float* xs, int64_t K, const uint8_t* w, int64_t n0, int64_t n1,
                          float* y, int64_t N) {
   using D = BfDec<F>;
   constexpr int C = D::kChunks;
   constexpr int A = M == 1 ? 4 : M == 2 ? 2 : 1;
-  constexpr int kXc = D::kHalves ? 16 : 1;  // floats of xc per chunk
+  constexpr int kXc = D::kHalves ? 2 : 1;  // floats of xc per chunk
   const int64_t nb = K / D::kBlock, row_bytes = nb * D::kBytes, xc_row = K / 32 * kXc;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w + n * row_bytes;
     __m512 acc[A][M];
     __m256 bias[M];  // Q4_K: the b of 8 sub-blocks times their sums of x
+    __m512 offs[M];  // Q6_K: the a of 16 halves times their offset terms
     for (int m = 0; m < M; ++m) {
       bias[m] = _mm256_setzero_ps();
+      offs[m] = _mm512_setzero_ps();
       for (int u = 0; u < A; ++u) acc[u][m] = _mm512_setzero_ps();
     }
     for (int64_t bi = 0; bi < nb; ++bi) {
@@ -126,6 +129,10 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xc, const float* xs, i
       if constexpr (D::kBias) {
         const __m256 bv = _mm256_loadu_ps(p.b);
         for (int m = 0; m < M; ++m) bias[m] = _mm256_fmadd_ps(bv, _mm256_loadu_ps(xs + m * (K / 32) + k0 / 32), bias[m]);
+      }
+      if constexpr (D::kHalves) {
+        const __m512 av = _mm512_loadu_ps(p.a);
+        for (int m = 0; m < M; ++m) offs[m] = _mm512_fmadd_ps(av, _mm512_loadu_ps(xc + m * xc_row + k0 / 16), offs[m]);
       }
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
@@ -140,8 +147,7 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xc, const float* xs, i
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
           const __m512i xv = _mm512_loadu_si512(xb + m * K + k);
-          const float* cm = xc + m * xc_row + k / 32 * kXc;
-          const __m512 seed = D::kHalves ? _mm512_loadu_ps(cm) : _mm512_set1_ps(*cm);
+          const __m512 seed = D::kHalves ? _mm512_setzero_ps() : _mm512_set1_ps(xc[m * xc_row + k / 32]);
           const __m512 t = _mm512_dpbf16_ps(seed, (__m512bh)wv, (__m512bh)xv);
           acc[u][m] = _mm512_fmadd_ps(t, av, acc[u][m]);
         }
@@ -150,7 +156,8 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xc, const float* xs, i
     for (int m = 0; m < M; ++m) {
       __m512 s = acc[0][m];
       for (int u = 1; u < A; ++u) s = _mm512_add_ps(s, acc[u][m]);
-      if constexpr (D::kBias) s = _mm512_add_ps(s, _mm512_castps256_ps512(bias[m]));
+      if constexpr (D::kBias) s = _mm512_add_ps(s, _mm512_zextps256_ps512(bias[m]));
+      if constexpr (D::kHalves) s = _mm512_add_ps(s, offs[m]);
       y[m * N + n] = _mm512_reduce_add_ps(s);
     }
   }
@@ -179,11 +186,11 @@ bool block_qmv_bf16_supported(BlockFormat f) {
 }
 
 void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y) {
-  // x as bf16 bits (exact: it holds bf16 values); the seeds xc, which carry
-  // -(128 + off) sum x spread over the lanes that hold the chunk or half;
-  // the sums of x per 32 (Q4_K's biases).
+  // x as bf16 bits (exact: it holds bf16 values); xc: -(128 + off) sum x
+  // per chunk, spread over 16 lanes (/ 16), or per half (Q6_K); xs: the
+  // sums of x per 32 (Q4_K's biases).
   const bool halves = f == BlockFormat::q6_k;
-  const int kxc = halves ? 16 : 1;
+  const int kxc = halves ? 2 : 1;
   const float shift = 128.0f + static_cast<float>(f == BlockFormat::q4_0 ? 8 : halves ? 32 : 0);
   std::vector<uint16_t> xb(static_cast<size_t>(M * K));
   std::vector<float> xc(static_cast<size_t>(M * (K / 32) * kxc)), xs(static_cast<size_t>(M * (K / 32)));
@@ -200,7 +207,8 @@ void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
       xs[m * (K / 32) + c] = s0 + s1;
       float* cm = xc.data() + (m * (K / 32) + c) * kxc;
       if (halves) {
-        for (int l = 0; l < 16; ++l) cm[l] = -shift * (l < 8 ? s0 : s1) / 8.f;
+        cm[0] = -shift * s0;
+        cm[1] = -shift * s1;
       } else {
         cm[0] = -shift * (s0 + s1) / 16.f;
       }
