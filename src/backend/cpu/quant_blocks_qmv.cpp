@@ -20,6 +20,9 @@
 // other matmuls do not have, and the decode here is not the bottleneck).
 // With one row of x, two accumulator sets alternate so the FMA latency is
 // hidden; with more rows, the rows provide the independent chains.
+// On AVX-512, Q4_0 and Q8_0 (one scale, no bias) skip w = a q + b: the
+// codes go to float and a * sum q x costs one FMA by the scale per block
+// (qmv_avx512_scaled below).
 // Threads split N (each thread streams its own rows of w).
 #include <immintrin.h>
 
@@ -163,6 +166,66 @@ KILN_AVX512 void qmv_avx512(const float* x, int64_t K, const uint8_t* w, int64_t
   }
 }
 
+// ---- AVX-512, Q4_0 / Q8_0: scale after the dot product ----
+// These blocks have one scale and no bias, so a * sum q x is cheaper than
+// sum (a q) x: the 32 codes go straight to int32 lanes (vpmovzxbd /
+// vpmovsxbd with the load folded in), to float, two FMAs with x, and one
+// FMA by the broadcast scale: about 11 instructions per block instead of 20.
+// For one row of x four accumulators hide the scale FMA's latency.
+
+// The 32 codes of a block as two zmm of floats (weights 0-15, 16-31).
+template <BlockFormat F>
+KILN_AVX512 KILN_QINLINE void codes512(const uint8_t* blk, __m512& q0, __m512& q1) {
+  if constexpr (F == BlockFormat::q8_0) {
+    q0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2))));
+    q1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 18))));
+  } else {  // Q4_0: byte j holds weight j (low nibble) and j + 16 (high)
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 2)));
+    const __m512i eight = _mm512_set1_epi32(8);
+    q0 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(v, _mm512_set1_epi32(0x0F)), eight));
+    q1 = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(v, 4), eight));
+  }
+}
+
+// One block (index b of the row) into one accumulator set.
+template <BlockFormat F, int M>
+KILN_AVX512 KILN_QINLINE void step512(const uint8_t* blk, const float* xb, int64_t K, __m512 (&acc)[M]) {
+  _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
+  __m512 q0, q1;
+  codes512<F>(blk, q0, q1);
+  const __m512 a = _mm512_set1_ps(qparams::half_at(blk));
+#pragma GCC unroll 8
+  for (int m = 0; m < M; ++m) {
+    const __m512 t = _mm512_fmadd_ps(q1, _mm512_loadu_ps(xb + m * K + 16), _mm512_mul_ps(q0, _mm512_loadu_ps(xb + m * K)));
+    acc[m] = _mm512_fmadd_ps(t, a, acc[m]);
+  }
+}
+
+template <BlockFormat F, int M>
+KILN_AVX512 void qmv_avx512_scaled(const float* x, int64_t K, const uint8_t* w, int64_t n0, int64_t n1, float* y,
+                                   int64_t N) {
+  constexpr int kBytes = block_layout(F).bytes;
+  constexpr int A = M == 1 ? 4 : M == 2 ? 2 : 1;
+  const int64_t nb = K / 32, row_bytes = nb * kBytes;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* row = w + n * row_bytes;
+    __m512 acc[A][M];
+    for (int u = 0; u < A; ++u)
+      for (int m = 0; m < M; ++m) acc[u][m] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + A <= nb; b += A) {
+#pragma GCC unroll 4
+      for (int u = 0; u < A; ++u) step512<F, M>(row + (b + u) * kBytes, x + (b + u) * 32, K, acc[u]);
+    }
+    for (; b < nb; ++b) step512<F, M>(row + b * kBytes, x + b * 32, K, acc[0]);
+    for (int m = 0; m < M; ++m) {
+      __m512 s = acc[0][m];
+      for (int u = 1; u < A; ++u) s = _mm512_add_ps(s, acc[u][m]);
+      y[m * N + n] = _mm512_reduce_add_ps(s);
+    }
+  }
+}
+
 // ---- AVX2: a chunk is four ymm of weights ----
 
 template <int M>
@@ -220,9 +283,10 @@ using Kernel = void (*)(const float*, int64_t, const uint8_t*, int64_t, int64_t,
 // Kernels for M = 1..8 rows of x.
 template <BlockFormat F>
 Kernel pick(int M, bool avx512) {
+  constexpr bool kScaled = F == BlockFormat::q4_0 || F == BlockFormat::q8_0;
 #define KILN_QMV_CASE(m) \
   case m:                \
-    return avx512 ? qmv_avx512<F, m> : qmv_avx2<F, m>;
+    return avx512 ? (kScaled ? qmv_avx512_scaled<F, m> : qmv_avx512<F, m>) : qmv_avx2<F, m>;
   switch (M) {
     KILN_QMV_CASE(1)
     KILN_QMV_CASE(2)
@@ -232,7 +296,7 @@ Kernel pick(int M, bool avx512) {
     KILN_QMV_CASE(6)
     KILN_QMV_CASE(7)
     default:
-      return avx512 ? qmv_avx512<F, 8> : qmv_avx2<F, 8>;
+      return avx512 ? (kScaled ? qmv_avx512_scaled<F, 8> : qmv_avx512<F, 8>) : qmv_avx2<F, 8>;
   }
 #undef KILN_QMV_CASE
 }

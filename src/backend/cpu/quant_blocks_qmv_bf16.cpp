@@ -9,13 +9,16 @@
 // block's unsigned code, OR-ed into the bits of 128.0, exact for u < 128)
 // and one vdpbf16ps multiplies them by 32 values of x: for Q4_0 a widening,
 // a per-lane shift and one vpternlogd decode the 16 code bytes, and the
-// block costs about 7 instructions. The offsets go into the sub-block's
-// bias: with t = sum (128 + u) x over 16 weights of scale a and bias b, the
-// share a (u - off) x + b x is a t + (b - (128 + off) a) sum x, the sums of
-// x per 16 weights precomputed once per call. x must hold bf16 values (the
-// caller passes them widened to float; the pairs then hold them exactly):
-// the result differs from the float kernel only by the fp32 rounding of
-// the larger partial sums.
+// block costs about 7 instructions. The offset 128 + off (w = a (u - off)
+// + b) is not paid per chunk in scalar code (a serial scalar FMA per chunk
+// is a chain of ~4 cycles per Q4_0 block): -(128 + off) sum x per chunk is
+// precomputed once per call and, spread over the 16 lanes, is vdpbf16ps's
+// accumulator input, so t = sum (u - off) x and a chunk costs one FMA by
+// its scale. Q6_K (a scale per 16 weights) and Q4_K's biases b go in once
+// per super-block instead: 16 a times 16 offset terms, 8 b times 8 sums.
+// x must hold bf16 values (the caller passes them widened to float; the
+// pairs then hold them exactly): the result differs from the float kernel
+// only by the fp32 rounding of the larger partial sums.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -53,6 +56,7 @@ template <>
 struct BfDec<BlockFormat::q4_0> {
   static constexpr int kBlock = 32, kBytes = 18, kChunks = 1, kOff = 8;
   static constexpr bool kHalves = false;  // one (a, b) per chunk
+  static constexpr bool kBias = false;    // b = 0
   static KILN_QINLINE void params(const uint8_t* blk, qparams::Params& p) { qparams::one_scale(blk, p); }
   // Byte j: weight j in its low nibble, weight j + 16 in its high one.
   static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int) {
@@ -66,7 +70,7 @@ struct BfDec<BlockFormat::q4_0> {
 template <>
 struct BfDec<BlockFormat::q4_k> {
   static constexpr int kBlock = 256, kBytes = 144, kChunks = 8, kOff = 0;
-  static constexpr bool kHalves = false;
+  static constexpr bool kHalves = false, kBias = true;
   static KILN_QINLINE void params(const uint8_t* blk, qparams::Params& p) { qparams::q4_k(blk, p); }
   // 32 bytes per two chunks: chunk 2g the low nibbles, 2g + 1 the high.
   static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int c) {
@@ -78,7 +82,7 @@ struct BfDec<BlockFormat::q4_k> {
 template <>
 struct BfDec<BlockFormat::q6_k> {
   static constexpr int kBlock = 256, kBytes = 210, kChunks = 8, kOff = 32;
-  static constexpr bool kHalves = true;  // a scale per 16 weights
+  static constexpr bool kHalves = true, kBias = false;  // a scale per 16 weights
   static KILN_QINLINE void params(const uint8_t* blk, qparams::Params& p) { qparams::q6_k(blk, p); }
   // 4 low bits from ql, 2 high bits from qh (quant_blocks_qmv.cpp's layout).
   static KILN_QBF16 KILN_QINLINE __m512i chunk(const uint8_t* blk, int c) {
@@ -91,21 +95,29 @@ struct BfDec<BlockFormat::q6_k> {
   }
 };
 
-// Rows n0..n1 of y[M, N]: xb [M, K] bf16 bits, xs [M, K / 16] sums of x.
+// Rows n0..n1 of y[M, N]: xb [M, K] bf16 bits; xc the offset term
+// -(128 + off) sum x (see block_qmv_bf16): one float per chunk, divided by
+// 16 and broadcast as the seed of vdpbf16ps, or, where sub-blocks are
+// halves (Q6_K), one per half, multiplied by the 16 scales of a super-block
+// in one FMA. A chunk costs one dot product and one scale FMA and no scalar
+// arithmetic; A accumulator sets hide the FMA latency (4 sets for one row
+// of x, the rows themselves beyond).
 template <BlockFormat F, int M>
-KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xs, int64_t K, const uint8_t* w, int64_t n0, int64_t n1,
+KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xc, const float* xs, int64_t K, const uint8_t* w, int64_t n0, int64_t n1,
                          float* y, int64_t N) {
   using D = BfDec<F>;
   constexpr int C = D::kChunks;
-  constexpr int A = M == 1 ? 2 : 1;  // accumulator sets: the chain of scale FMAs
-  constexpr float kShift = 128.0f + D::kOff;
-  const int64_t nb = K / D::kBlock, row_bytes = nb * D::kBytes;
+  constexpr int A = M == 1 ? 4 : M == 2 ? 2 : 1;
+  constexpr int kXc = D::kHalves ? 2 : 1;  // floats of xc per chunk
+  const int64_t nb = K / D::kBlock, row_bytes = nb * D::kBytes, xc_row = K / 32 * kXc;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w + n * row_bytes;
     __m512 acc[A][M];
-    float corr[M];
+    __m256 bias[M];  // Q4_K: the b of 8 sub-blocks times their sums of x
+    __m512 offs[M];  // Q6_K: the a of 16 halves times their offset terms
     for (int m = 0; m < M; ++m) {
-      corr[m] = 0.f;
+      bias[m] = _mm256_setzero_ps();
+      offs[m] = _mm512_setzero_ps();
       for (int u = 0; u < A; ++u) acc[u][m] = _mm512_setzero_ps();
     }
     for (int64_t bi = 0; bi < nb; ++bi) {
@@ -114,6 +126,14 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xs, int64_t K, const u
       qparams::Params p;
       D::params(blk, p);
       const int64_t k0 = bi * D::kBlock;
+      if constexpr (D::kBias) {
+        const __m256 bv = _mm256_loadu_ps(p.b);
+        for (int m = 0; m < M; ++m) bias[m] = _mm256_fmadd_ps(bv, _mm256_loadu_ps(xs + m * (K / 32) + k0 / 32), bias[m]);
+      }
+      if constexpr (D::kHalves) {
+        const __m512 av = _mm512_loadu_ps(p.a);
+        for (int m = 0; m < M; ++m) offs[m] = _mm512_fmadd_ps(av, _mm512_loadu_ps(xc + m * xc_row + k0 / 16), offs[m]);
+      }
 #pragma GCC unroll 8
       for (int c = 0; c < C; ++c) {
         const int u = (C == 1 ? static_cast<int>(bi) : c) % A;
@@ -123,27 +143,27 @@ KILN_QBF16 void qmv_bf16(const uint16_t* xb, const float* xs, int64_t K, const u
         const int j0 = D::kHalves ? 2 * c : c, j1 = D::kHalves ? 2 * c + 1 : c;
         const __m512 av = D::kHalves ? _mm512_insertf32x8(_mm512_set1_ps(p.a[j0]), _mm256_set1_ps(p.a[j1]), 1)
                                      : _mm512_set1_ps(p.a[j0]);
-        const float c0 = p.b[j0] - kShift * p.a[j0], c1 = p.b[j1] - kShift * p.a[j1];
         const int64_t k = k0 + 32 * c;
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
           const __m512i xv = _mm512_loadu_si512(xb + m * K + k);
-          const __m512 t = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)wv, (__m512bh)xv);
+          const __m512 seed = D::kHalves ? _mm512_setzero_ps() : _mm512_set1_ps(xc[m * xc_row + k / 32]);
+          const __m512 t = _mm512_dpbf16_ps(seed, (__m512bh)wv, (__m512bh)xv);
           acc[u][m] = _mm512_fmadd_ps(t, av, acc[u][m]);
-          const float* sx = xs + m * (K / 16) + k / 16;
-          corr[m] += D::kHalves ? c0 * sx[0] + c1 * sx[1] : c0 * (sx[0] + sx[1]);
         }
       }
     }
     for (int m = 0; m < M; ++m) {
       __m512 s = acc[0][m];
-      if (A == 2) s = _mm512_add_ps(s, acc[A - 1][m]);
-      y[m * N + n] = _mm512_reduce_add_ps(s) + corr[m];
+      for (int u = 1; u < A; ++u) s = _mm512_add_ps(s, acc[u][m]);
+      if constexpr (D::kBias) s = _mm512_add_ps(s, _mm512_zextps256_ps512(bias[m]));
+      if constexpr (D::kHalves) s = _mm512_add_ps(s, offs[m]);
+      y[m * N + n] = _mm512_reduce_add_ps(s);
     }
   }
 }
 
-using Kernel = void (*)(const uint16_t*, const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t);
+using Kernel = void (*)(const uint16_t*, const float*, const float*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t);
 
 template <BlockFormat F>
 Kernel pick(int M) {
@@ -166,13 +186,32 @@ bool block_qmv_bf16_supported(BlockFormat f) {
 }
 
 void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y) {
-  // x as bf16 bits (exact: it holds bf16 values) and its sums per 16.
+  // x as bf16 bits (exact: it holds bf16 values); xc: -(128 + off) sum x
+  // per chunk, spread over 16 lanes (/ 16), or per half (Q6_K); xs: the
+  // sums of x per 32 (Q4_K's biases).
+  const bool halves = f == BlockFormat::q6_k;
+  const int kxc = halves ? 2 : 1;
+  const float shift = 128.0f + static_cast<float>(f == BlockFormat::q4_0 ? 8 : halves ? 32 : 0);
   std::vector<uint16_t> xb(static_cast<size_t>(M * K));
-  std::vector<float> xs(static_cast<size_t>(M * (K / 16)), 0.f);
+  std::vector<float> xc(static_cast<size_t>(M * (K / 32) * kxc)), xs(static_cast<size_t>(M * (K / 32)));
   for (int64_t m = 0; m < M; ++m) {
-    for (int64_t k = 0; k < K; ++k) {
-      xb[m * K + k] = bfloat16_t::from_float(x[m * K + k]);
-      xs[m * (K / 16) + k / 16] += x[m * K + k];
+    for (int64_t c = 0; c < K / 32; ++c) {
+      const float* xk = x + m * K + c * 32;
+      float s0 = 0.f, s1 = 0.f;
+      for (int i = 0; i < 16; ++i) {
+        xb[m * K + c * 32 + i] = bfloat16_t::from_float(xk[i]);
+        xb[m * K + c * 32 + 16 + i] = bfloat16_t::from_float(xk[16 + i]);
+        s0 += xk[i];
+        s1 += xk[16 + i];
+      }
+      xs[m * (K / 32) + c] = s0 + s1;
+      float* cm = xc.data() + (m * (K / 32) + c) * kxc;
+      if (halves) {
+        cm[0] = -shift * s0;
+        cm[1] = -shift * s1;
+      } else {
+        cm[0] = -shift * (s0 + s1) / 16.f;
+      }
     }
   }
   const int64_t row_bytes = K / block_layout(f).block * block_layout(f).bytes;
@@ -183,9 +222,10 @@ void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
                : f == BlockFormat::q4_k ? pick<BlockFormat::q4_k>(mr)
                                         : pick<BlockFormat::q6_k>(mr);
     const uint16_t* xm = xb.data() + m0 * K;
-    const float* sm = xs.data() + m0 * (K / 16);
+    const float* cm = xc.data() + m0 * (K / 32) * kxc;
+    const float* sm = xs.data() + m0 * (K / 32);
     float* ym = y + m0 * N;
-    parallel_for(N, grain, [&](int64_t n0, int64_t n1) { k(xm, sm, K, w, n0, n1, ym, N); });
+    parallel_for(N, grain, [&](int64_t n0, int64_t n1) { k(xm, cm, sm, K, w, n0, n1, ym, N); });
   }
 }
 
