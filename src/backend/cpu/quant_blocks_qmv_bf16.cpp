@@ -179,6 +179,17 @@ Kernel pick(int M) {
   }
 }
 
+// What block_qmv_bf16 precomputes for format F, as F's decoder defines it:
+// one offset term per chunk or per half (Q6_K), and the shift 128 + off.
+struct OffsetLayout {
+  bool halves;
+  float shift;
+};
+template <BlockFormat F>
+constexpr OffsetLayout offset_layout() {
+  return {BfDec<F>::kHalves, 128.0f + BfDec<F>::kOff};
+}
+
 }  // namespace
 
 bool block_qmv_bf16_supported(BlockFormat f) {
@@ -189,9 +200,10 @@ void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
   // x as bf16 bits (exact: it holds bf16 values); xc: -(128 + off) sum x
   // per chunk, spread over 16 lanes (/ 16), or per half (Q6_K); xs: the
   // sums of x per 32 (Q4_K's biases).
-  const bool halves = f == BlockFormat::q6_k;
+  const auto [halves, shift] = f == BlockFormat::q4_0   ? offset_layout<BlockFormat::q4_0>()
+                               : f == BlockFormat::q4_k ? offset_layout<BlockFormat::q4_k>()
+                                                        : offset_layout<BlockFormat::q6_k>();
   const int kxc = halves ? 2 : 1;
-  const float shift = 128.0f + static_cast<float>(f == BlockFormat::q4_0 ? 8 : halves ? 32 : 0);
   std::vector<uint16_t> xb(static_cast<size_t>(M * K));
   std::vector<float> xc(static_cast<size_t>(M * (K / 32) * kxc)), xs(static_cast<size_t>(M * (K / 32)));
   for (int64_t m = 0; m < M; ++m) {

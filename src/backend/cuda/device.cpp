@@ -300,6 +300,10 @@ thread_local int tl_stream_index = -1;
 // captured batch writes hundreds: no linear search per output).
 thread_local std::vector<Buffer*> tl_written;
 thread_local std::unordered_set<const Buffer*> tl_written_set;
+void forget_written() {
+  tl_written.clear();
+  tl_written_set.clear();
+}
 thread_local std::vector<std::shared_ptr<Buffer>> tl_scratch;
 thread_local std::vector<IndexCheck> tl_checks;
 thread_local bool tl_capturing = false;
@@ -470,8 +474,7 @@ void gpu_begin_node(const Stream& stream) {
     tl_stream_index = stream.index;
     KILN_CUDA_CHECK("stream", cudaSetDevice(tl_state->device));
   }
-  tl_written.clear();
-  tl_written_set.clear();
+  forget_written();
   tl_scratch.clear();
   // Left over only by a node that threw after launching: its slots may
   // still be written, so they are not recycled.
@@ -493,8 +496,7 @@ void record_completion(StreamState& st, int stream_index, std::vector<array>&& h
     b->event = done;
     b->event_stream = stream_index;
   }
-  tl_written.clear();
-  tl_written_set.clear();
+  forget_written();
   if (!held.empty() || !tl_scratch.empty() || !tl_checks.empty() || st.staged) {
     size_t bytes = 0;
     for (const auto& a : held) bytes += a.nbytes();
@@ -590,8 +592,7 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
     cudaGetLastError();
     // Nothing ran: forget the outputs and what was registered for them.
     for (size_t i = begin; i < end; ++i) nodes[i].desc()->buffer.reset();
-    tl_written.clear();
-    tl_written_set.clear();
+    forget_written();
     tl_scratch.clear();
     drop_index_checks();
     count_graph_fallback();
