@@ -83,6 +83,36 @@ TEST(LlmModel, RandomInABlockFormat) {
   EXPECT_LT(max_abs_diff(lf, lq), 0.05f * scale);
 }
 
+// A quantized model's activations in bfloat16 / float16 (what `kiln
+// generate` picks on the GPU): the residual stream, the KV cache and the
+// norms run in that dtype, the logits stay float32 and close to the
+// float32-activation model's; a float-weight model refuses.
+TEST(LlmModel, QuantizedModelTakesAnActivationDtype) {
+  ModelConfig c = tiny("qwen2");  // biases and a tied embedding
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  Model q = Model::random(c, 5, float32, "q8_0");
+  EXPECT_TRUE(q.quantized());
+  EXPECT_FALSE(q.activation_dtype().has_value());
+  auto c32 = q.make_caches();
+  array l32 = q.forward(tokens_of(kPrompt), c32);
+  const float scale = max(abs(l32)).item<float>();
+  for (Dtype t : {bfloat16, float16}) {
+    Model h = Model::random(c, 5, float32, "q8_0");
+    h.set_activation_dtype(t);
+    EXPECT_EQ(h.activation_dtype(), t);
+    auto ch = h.make_caches();
+    array lh = h.forward(tokens_of(kPrompt), ch);
+    EXPECT_EQ(lh.dtype(), float32);
+    EXPECT_EQ(ch[0].key_buffer()->dtype(), t) << dtype_name(t);
+    EXPECT_LT(max_abs_diff(lh, l32), 0.05f * scale) << dtype_name(t);
+  }
+  Model f = Model::random(c, 5);
+  EXPECT_FALSE(f.quantized());
+  EXPECT_THROW(f.set_activation_dtype(bfloat16), Error);
+  EXPECT_THROW(q.set_activation_dtype(int32), Error);
+}
+
 TEST(LlmModel, ForwardMatchesAPlainOpReference) {
   // One llama layer written out with plain ops (attention by softmax, rope
   // by its fallback through a non-traditional rotation of halves).

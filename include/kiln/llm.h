@@ -170,6 +170,19 @@ class Model {
   const ModelConfig& config() const { return config_; }
   // Bytes of every weight (about what one decode step reads).
   size_t weight_bytes() const;
+  // Whether the layers' matrices are quantized (MLX affine or GGUF blocks).
+  bool quantized() const;
+  // The activations' dtype (residual stream, norm outputs, queries, the KV
+  // cache) of a quantized model: by default float32 for GGUF block weights
+  // (as llama.cpp's CPU path) and the scales' dtype for MLX affine weights.
+  // bfloat16 or float16 halve the KV cache and run the GPU's tensor-core
+  // QMV and attention kernels (`kiln generate` / `kiln bench llm` choose
+  // bfloat16 on the GPU unless --dtype says otherwise; llama.cpp's CUDA
+  // path rounds activations to 8 bits for its quantized products). Norm
+  // weights and biases are converted once here. A float-weight model
+  // computes in its weights' dtype: asking it for another throws.
+  void set_activation_dtype(Dtype dtype);
+  std::optional<Dtype> activation_dtype() const { return act_dtype_; }
 
  private:
   ModelConfig config_;
@@ -179,6 +192,7 @@ class Model {
   Linear lm_head_;
   std::vector<Layer> layers_;
   std::optional<array> rope_freqs_;
+  std::optional<Dtype> act_dtype_;  // set_activation_dtype; nullopt: as loaded
 
   array embed(const array& tokens) const;
   // A layer's queries, keys and values [B, heads, T, head_dim], q/k normed

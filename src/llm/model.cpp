@@ -237,15 +237,50 @@ size_t Model::weight_bytes() const {
   return total;
 }
 
+bool Model::quantized() const {
+  return !layers_.empty() && layers_[0].q.mode != "none";
+}
+
+void Model::set_activation_dtype(Dtype dtype) {
+  if (!is_floating_point(dtype) || dtype == float64) {
+    throw Error(std::string("[llm::Model::set_activation_dtype] needs float32, bfloat16 or float16, got ") +
+                dtype_name(dtype));
+  }
+  if (!quantized()) {
+    throw Error(std::string("[llm::Model::set_activation_dtype] a float-weight model computes in its weights' dtype (") +
+                dtype_name(embed_.dtype()) + "); only quantized models take another activation dtype");
+  }
+  act_dtype_ = dtype;
+  auto cast = [&](array& a) { a = astype(a, dtype); };
+  auto cast_opt = [&](std::optional<array>& a) {
+    if (a) cast(*a);
+  };
+  std::vector<array> all;
+  cast(final_norm_);
+  all.push_back(final_norm_);
+  cast_opt(lm_head_.bias);
+  for (Layer& l : layers_) {
+    cast(l.attn_norm), cast(l.mlp_norm), cast_opt(l.q_norm), cast_opt(l.k_norm);
+    all.insert(all.end(), {l.attn_norm, l.mlp_norm});
+    for (Linear* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      cast_opt(p->bias);
+      if (p->bias) all.push_back(*p->bias);
+    }
+    if (l.q_norm) all.insert(all.end(), {*l.q_norm, *l.k_norm});
+  }
+  eval(all);  // converted once, not in every step's graph
+}
+
 array Model::embed(const array& tokens) const {
-  if (!embed_q_) return take(embed_, tokens, 0);
+  if (!embed_q_) return act_dtype_ ? astype(take(embed_, tokens, 0), *act_dtype_) : take(embed_, tokens, 0);
   const Linear& e = *embed_q_;
   if (e.mode == "affine") {
     return dequantize(take(e.weight, tokens, 0), take(*e.scales, tokens, 0),
-                      e.biases ? std::optional<array>(take(*e.biases, tokens, 0)) : std::nullopt, e.group_size, e.bits);
+                      e.biases ? std::optional<array>(take(*e.biases, tokens, 0)) : std::nullopt, e.group_size, e.bits,
+                      "affine", std::nullopt, act_dtype_);
   }
   return dequantize(take(e.weight, tokens, 0), array({}), std::nullopt, std::nullopt, std::nullopt, e.mode, std::nullopt,
-                    float32);
+                    act_dtype_.value_or(float32));
 }
 
 std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& h, const array& offset) const {

@@ -299,6 +299,27 @@ TEST_F(Gpu, Reductions) {
       }
     }
   }
+  // Few long rows (a vocabulary's logits): split over blocks, then merged;
+  // NaNs and ties keep the first index.
+  for (Dtype t : {float32, bfloat16, float64, int32}) {
+    for (const Shape& sh : {Shape{128256}, Shape{3, 40001}, Shape{2, 16384}}) {
+      array x = random_array(sh, t, -3, 3);
+      const std::string what = std::string(dtype_name(t)) + " long rows " + std::to_string(sh.back());
+      expect_same([&](StreamOrDevice s) { return argmax(x, -1, false, s); }, 0, "argmax " + what);
+      expect_same([&](StreamOrDevice s) { return argmin(x, -1, false, s); }, 0, "argmin " + what);
+      // A tie for the maximum in two splits (the first one wins); a NaN.
+      const int n = sh.back();
+      const array pos = arange(0, n, 1);
+      auto put = [&](const array& a, int i, float v) { return where(equal(pos, array(i)), astype(array(v), a.dtype()), a); };
+      array tied = put(put(x, 1, 9.0f), n - 2, 9.0f);
+      expect_same([&](StreamOrDevice s) { return argmax(tied, -1, false, s); }, 0, "argmax tie " + what);
+      if (is_floating_point(t)) {
+        array nan = put(x, n - 7, NAN);
+        expect_same([&](StreamOrDevice s) { return argmax(nan, -1, false, s); }, 0, "argmax nan " + what);
+        expect_same([&](StreamOrDevice s) { return argmin(nan, -1, false, s); }, 0, "argmin nan " + what);
+      }
+    }
+  }
   // Long columns (split across blocks, second pass), batched, vector and
   // scalar widths; many short rows (a few lanes per row).
   for (Dtype t : {float32, bfloat16, int32, float64}) {

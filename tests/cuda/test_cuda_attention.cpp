@@ -26,7 +26,9 @@ class GpuAttention : public ::testing::Test {
 
 // Runs the op on both devices with the same inputs; the GPU result must be
 // the fused primitive and match the float64 fallback (and the CPU kernel).
-void check(const Shape4& s, Dtype t, Mask mask, bool sinks = false, bool transposed = false) {
+// `given`: the boolean mask to use for Mask::kBool (else a random one).
+void check(const Shape4& s, Dtype t, Mask mask, bool sinks = false, bool transposed = false,
+           const std::optional<array>& given = std::nullopt) {
   std::ostringstream name;
   name << "B" << s.batch << " Hq" << s.hq << " Hkv" << s.hkv << " Lq" << s.lq << " Lk" << s.lk << " D" << s.d << " "
        << dtype_name(t) << " mask " << static_cast<int>(mask) << (sinks ? " sinks" : "") << (transposed ? " transposed" : "");
@@ -39,7 +41,7 @@ void check(const Shape4& s, Dtype t, Mask mask, bool sinks = false, bool transpo
   std::optional<array> m, sk;
   std::string mode;
   if (mask == Mask::kCausal) mode = "causal";
-  if (mask == Mask::kBool) m = random_array({s.lq, s.lk}, float32, 0, 1) < array(0.8f);
+  if (mask == Mask::kBool) m = given ? *given : random_array({s.lq, s.lk}, float32, 0, 1) < array(0.8f);
   if (mask == Mask::kAdditive) m = random_array({s.batch, s.hq, s.lq, s.lk}, t, -3, 1);
   if (sinks) sk = random_array({s.hq}, t, -1, 2);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
@@ -69,6 +71,25 @@ TEST_F(GpuAttention, DecodeAcrossHeadDimsDtypesAndMasks) {
   }
   for (int lk : {1, 17, 4096, 32768}) check({1, 32, 8, 1, lk, 128}, bfloat16, Mask::kNone);
   check({2, 8, 2, 1, 555, 128}, bfloat16, Mask::kNone, true, true);  // strided q/k/v
+}
+
+// The compiled decode step's mask: slots up to a position visible, the rest
+// of the buffer hidden, so the decode kernels skip the splits past it
+// (split_hidden). Fully hidden rows average V; sinks; per-batch positions.
+TEST_F(GpuAttention, DecodeSkipsSplitsAKeyMaskHides) {
+  for (Dtype t : {float32, bfloat16, float16}) {
+    for (int lk : {300, 4096}) {
+      const array slots = arange(0, lk, 1);
+      for (int pos : {0, 5, 130, lk / 2, lk - 1, -1}) {
+        const array visible = less_equal(slots, array(pos, int32));  // pos -1: nothing visible
+        check({1, 32, 8, 1, lk, 128}, t, Mask::kBool, false, false, visible);
+        check({1, 4, 2, 1, lk, 64}, t, Mask::kBool, true, false, visible);
+      }
+      // Batch 2 with its own positions ([B, 1, 1, lk]).
+      const array per_batch = reshape(less_equal(reshape(slots, {1, lk}), array({7, lk - 3}, {2, 1})), {2, 1, 1, lk});
+      check({2, 32, 8, 1, lk, 128}, t, Mask::kBool, false, false, per_batch);
+    }
+  }
 }
 
 TEST_F(GpuAttention, PrefillAcrossHeadDimsAndMasks) {

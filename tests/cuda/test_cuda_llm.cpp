@@ -131,6 +131,15 @@ TEST(CudaLlm, HalfAndBlockWeightsMatchTheCpu) {
     EXPECT_LT(max_abs_diff(last_logits(q, Device::gpu), last_logits(q, Device::cpu)), 2e-3f) << mode;
     const auto ids = greedy(q, Device::gpu, 8);
     EXPECT_EQ(ids.size(), 8u) << mode;
+    // bfloat16 activations (the runtime's choice on the GPU): the GPU's
+    // tensor-core QMV and attention against the CPU in the same dtype.
+    Model h = blocks_of(tiny("llama"), mode);
+    h.set_activation_dtype(bfloat16);
+    const array hc = last_logits(h, Device::cpu);
+    const float hs = max(abs(hc)).item<float>();
+    EXPECT_GT(hs, 0.0f);
+    EXPECT_LT(max_abs_diff(last_logits(h, Device::gpu), hc), 0.02f * hs) << mode << " bf16, logits up to " << hs;
+    EXPECT_EQ(greedy(h, Device::gpu, 8).size(), 8u) << mode << " bf16";
   }
 }
 
@@ -152,6 +161,26 @@ TEST(CudaLlm, CompiledDecodeMatchesOpByOpOnTheGpu) {
     }
     EXPECT_EQ(compiled.ids, decode_steps(m, Device::cpu, true, 40).ids) << name << ": GPU vs CPU";
   }
+  // bfloat16 activations over Q4_0 (the runtime's GPU choice): the tensor-core
+  // QMV and decode attention (skipping the buffer past the position) against
+  // the op-by-op step over exactly the cached keys, within bf16 rounding,
+  // over the steps both fed the same tokens (a near-tie of a random model
+  // may pick another id under another rounding).
+  Model h = blocks_of(tiny("llama"), "q4_0");
+  h.set_activation_dtype(bfloat16);
+  const Steps op_by_op = decode_steps(h, Device::gpu, false, 40), compiled = decode_steps(h, Device::gpu, true, 40);
+  EXPECT_EQ(compiled.traces, 1);
+  float worst = 0.0f, scale = 0.0f;
+  size_t same = 0;
+  for (size_t i = 0; i < compiled.logits.size(); ++i) {
+    worst = std::max(worst, max_abs_diff(compiled.logits[i], op_by_op.logits[i]));
+    scale = std::max(scale, max(abs(op_by_op.logits[i])).item<float>());
+    ++same;
+    if (compiled.ids[i] != op_by_op.ids[i]) break;
+  }
+  EXPECT_GE(same, 8u);
+  EXPECT_GT(scale, 0.0f);
+  EXPECT_LT(worst, 0.05f * scale);
 }
 
 }  // namespace kiln::test

@@ -116,10 +116,26 @@ Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu) {
   return {Model::load(path), std::move(tok), name, false};
 }
 
+// --dtype: a quantized model's activation dtype (Model::set_activation_dtype).
+// auto: bfloat16 on the GPU (its tensor-core QMV and attention kernels,
+// half the KV cache), the model's own on the CPU (float32 for GGUF
+// blocks, as llama.cpp). Float-weight models keep their weights' dtype.
+void apply_dtype(Loaded& m, const std::string& dtype, const std::string& device) {
+  if (dtype == "auto") {
+    if (device == "gpu" && m.model.quantized()) m.model.set_activation_dtype(bfloat16);
+  } else {
+    m.model.set_activation_dtype(dtype == "float32" ? float32 : dtype == "float16" ? float16 : bfloat16);
+  }
+  if (m.model.activation_dtype()) {
+    std::fprintf(stderr, "kiln: activations in %s\n", dtype_name(*m.model.activation_dtype()));
+  }
+}
+
 }  // namespace
 
 int run_generate(const GenerateCliOptions& opt) {
   Loaded m = load_model(opt.model, device_of(opt.device));
+  apply_dtype(m, opt.dtype, opt.device);
   std::vector<int32_t> prompt;
   if (m.tokenizer) {
     if (opt.chat) {
@@ -212,6 +228,7 @@ Sample summarize(const std::vector<double>& v) {
 
 int run_bench_llm(const BenchLlmOptions& opt) {
   Loaded m = load_model(opt.model, device_of(opt.device));
+  apply_dtype(m, opt.dtype, opt.device);
   const int vocab = m.model.config().vocab_size;
   std::mt19937 rng(1);
   auto random_tokens = [&](int n) {
@@ -258,6 +275,7 @@ int run_bench_llm(const BenchLlmOptions& opt) {
                    {"random_weights", m.random},
                    {"size_bytes", m.model.weight_bytes()},
                    {"backend", backend},
+                   {"activation_dtype", m.model.activation_dtype() ? dtype_name(*m.model.activation_dtype()) : "weights"},
                    {"threads", threads},
                    {"test", r.test},
                    {"reps", opt.reps},

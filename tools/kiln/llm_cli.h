@@ -18,6 +18,7 @@ struct GenerateCliOptions {
   bool json = false;
   bool chat = false;
   bool no_compile = false;  // decode op by op instead of one compiled graph per step
+  std::string dtype = "auto";  // a quantized model's activations: auto | float32 | bfloat16 | float16
 };
 int run_generate(const GenerateCliOptions& opt);
 
@@ -29,6 +30,7 @@ struct BenchLlmOptions {
   std::string output = "md";  // md | csv | json
   std::string device = "cpu";
   bool no_compile = false;
+  std::string dtype = "auto";
 };
 int run_bench_llm(const BenchLlmOptions& opt);
 

@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
   llm->add_option("-o,--output", bench_llm.output, "Table format")->check(CLI::IsMember({"md", "csv", "json"}))->capture_default_str();
   llm->add_option("--device", bench_llm.device, "Device")->check(CLI::IsMember({"cpu", "gpu"}))->capture_default_str();
   llm->add_flag("--no-compile", bench_llm.no_compile, "Decode op by op instead of one compiled graph per step");
+  llm->add_option("--dtype", bench_llm.dtype,
+                  "A quantized model's activation dtype (auto: bfloat16 on the GPU, the file's on the CPU)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16", "float16"}))
+      ->capture_default_str();
 
   kiln::cli::GenerateCliOptions gen;
   CLI::App* generate = app.add_subcommand("generate", "Generate text with a model (streams it, then tokens/s)");
@@ -102,6 +106,10 @@ int main(int argc, char** argv) {
   generate->add_flag("--json", gen.json, "Print the token ids and timings as JSON instead of text");
   generate->add_flag("--chat", gen.chat, "Wrap the prompt in the model's chat template as a user message");
   generate->add_flag("--no-compile", gen.no_compile, "Build each decode step op by op instead of replaying one compiled graph");
+  generate->add_option("--dtype", gen.dtype,
+                       "A quantized model's activation dtype (auto: bfloat16 on the GPU, the file's on the CPU)")
+      ->check(CLI::IsMember({"auto", "float32", "bfloat16", "float16"}))
+      ->capture_default_str();
 
   kiln::cli::ConvertOptions conv;
   CLI::App* convert = app.add_subcommand("convert", "Convert a Hugging Face directory to GGUF (quantizing) or back");

@@ -92,7 +92,9 @@ __global__ void __launch_bounds__(kDecodeThreads) sdpa_decode_kernel(SdpaParams 
     qs[r][d] = x;
   }
   __syncthreads();
-  const int k0 = min(p.kv_len, split * chunk), k1 = min(p.kv_len, k0 + chunk);
+  const int k0 = min(p.kv_len, split * chunk);
+  int k1 = min(p.kv_len, k0 + chunk);
+  if (split_hidden(p, b, k0, k1)) k1 = k0;  // no key of this split is visible
   const T* kbase = static_cast<const T*>(p.k) + b * p.k_strides[0] + kvh * p.k_strides[1];
   const T* vbase = static_cast<const T*>(p.v) + b * p.v_strides[0] + kvh * p.v_strides[1];
   float m[R], l[R], acc[R][8];
@@ -185,9 +187,13 @@ __global__ void __launch_bounds__(128) sdpa_decode_combine(SdpaParams p, int par
     const float* row = first + static_cast<long long>(i) * kPartFloats<R, D>;
     if (row[1] > 0.0f) lsum += row[1] * __expf(row[0] - mx);
   }
-  const float inv = 1.0f / lsum;
   T* out = static_cast<T*>(p.out) +
            ((static_cast<long long>(b) * p.n_q_heads + kvh * rep + r % rep) * p.q_len + r / rep) * p.head_dim;
+  if (lsum == 0.0f) {  // every split skipped (split_hidden): a fully masked row averages V
+    mean_of_v<T>(p, b, kvh, D, out);
+    return;
+  }
+  const float inv = 1.0f / lsum;
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float acc = 0.0f;
     for (int i = 0; i < parts; ++i) {

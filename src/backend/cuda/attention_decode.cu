@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
   const int offset = p.kv_len - p.q_len;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane >> 2, tig = lane & 3;
   const int k0 = split * chunk, k1 = min(p.kv_len, k0 + chunk);
-  const int ntiles = k1 > k0 ? (k1 - k0 + BN - 1) / BN : 0;
+  const int ntiles = k1 > k0 && !split_hidden(p, b, k0, k1) ? (k1 - k0 + BN - 1) / BN : 0;
   const T* kg = static_cast<const T*>(p.k) + b * p.k_strides[0] + kvh * p.k_strides[1];
   const T* vg = static_cast<const T*>(p.v) + b * p.v_strides[0] + kvh * p.v_strides[1];
   const long long ks = p.k_strides[2], vs = p.v_strides[2];
@@ -288,9 +288,13 @@ __global__ void __launch_bounds__(128) decode_merge(SdpaParams p, int splits, co
   __syncthreads();
   if (tid == 0) total = red[0] + red[1] + red[2] + red[3];
   __syncthreads();
-  const float inv = 1.0f / total;
   T* out = static_cast<T*>(p.out) +
            ((static_cast<long long>(b) * p.n_q_heads + kvh * rep + r % rep) * p.q_len + r / rep) * p.head_dim;
+  if (total == 0.0f) {  // every split skipped (split_hidden): a fully masked row averages V
+    mean_of_v<T>(p, b, kvh, D, out);
+    return;
+  }
+  const float inv = 1.0f / total;
   for (int d = tid; d < D; d += 128) {
     float acc = 0.0f;
     for (int i = 0; i < splits; ++i) acc += wts[i] * first[i * stride + 2 + d];
