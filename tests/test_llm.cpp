@@ -113,6 +113,28 @@ TEST(LlmModel, QuantizedModelTakesAnActivationDtype) {
   EXPECT_THROW(q.set_activation_dtype(int32), Error);
 }
 
+// Stacked q/k/v and gate/up matrices (what the runtime does on the GPU):
+// the same logits, float and block weights, biases (Qwen 2) and q/k norms
+// (Qwen 3, rotated apart), cached decoding included; the same weight bytes.
+TEST(LlmModel, FusedProjectionsGiveTheSameLogits) {
+  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+    for (const std::string mode : {"none", "q8_0"}) {
+      ModelConfig c = tiny(arch);
+      c.hidden_size = 64;
+      c.intermediate_size = 96;
+      Model a = Model::random(c, 9, float32, mode), b = Model::random(c, 9, float32, mode);
+      b.fuse_projections();
+      EXPECT_EQ(a.weight_bytes(), b.weight_bytes()) << arch << " " << mode;
+      EXPECT_EQ(a.quantized(), b.quantized());
+      auto ca = a.make_caches(), cb = b.make_caches();
+      array la = a.forward(tokens_of(kPrompt), ca), lb = b.forward(tokens_of(kPrompt), cb);
+      EXPECT_LT(max_abs_diff(la, lb), 1e-4f) << arch << " " << mode;
+      array sa = a.forward(tokens_of({7}), ca), sb = b.forward(tokens_of({7}), cb);
+      EXPECT_LT(max_abs_diff(sa, sb), 1e-4f) << arch << " " << mode << " decode";
+    }
+  }
+}
+
 TEST(LlmModel, ForwardMatchesAPlainOpReference) {
   // One llama layer written out with plain ops (attention by softmax, rope
   // by its fallback through a non-traditional rotation of halves).

@@ -231,14 +231,20 @@ size_t Model::weight_bytes() const {
     total += l.weight.nbytes() + (l.scales ? l.scales->nbytes() : 0) + (l.biases ? l.biases->nbytes() : 0);
   };
   for (const Layer& l : layers_) {
-    for (const Linear* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) add(*p);
+    for (const Linear* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+      if (p->mode != "none" || p->weight.ndim() > 0) add(*p);  // fused parts hold no weight
+    }
+    if (l.qkv) add(*l.qkv);
+    if (l.gate_up) add(*l.gate_up);
   }
   add(lm_head_);
   return total;
 }
 
 bool Model::quantized() const {
-  return !layers_.empty() && layers_[0].q.mode != "none";
+  if (layers_.empty()) return false;
+  const Layer& l = layers_[0];
+  return (l.qkv ? l.qkv->mode : l.q.mode) != "none";
 }
 
 void Model::set_activation_dtype(Dtype dtype) {
@@ -262,13 +268,73 @@ void Model::set_activation_dtype(Dtype dtype) {
   for (Layer& l : layers_) {
     cast(l.attn_norm), cast(l.mlp_norm), cast_opt(l.q_norm), cast_opt(l.k_norm);
     all.insert(all.end(), {l.attn_norm, l.mlp_norm});
-    for (Linear* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
+    std::vector<Linear*> linears = {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
+    if (l.qkv) linears.push_back(&*l.qkv);
+    if (l.gate_up) linears.push_back(&*l.gate_up);
+    for (Linear* p : linears) {
       cast_opt(p->bias);
       if (p->bias) all.push_back(*p->bias);
     }
     if (l.q_norm) all.insert(all.end(), {*l.q_norm, *l.k_norm});
   }
   eval(all);  // converted once, not in every step's graph
+}
+
+namespace {
+
+// One Linear of `parts` stacked along the output rows, or nullopt where
+// their formats, dtypes or bias presence differ.
+std::optional<Linear> stack(const std::vector<const Linear*>& parts) {
+  const Linear& a = *parts[0];
+  for (const Linear* p : parts) {
+    if (p->mode != a.mode || p->bits != a.bits || p->group_size != a.group_size ||
+        p->weight.dtype() != a.weight.dtype() || p->weight.ndim() != 2 || p->weight.shape(1) != a.weight.shape(1) ||
+        p->scales.has_value() != a.scales.has_value() || p->biases.has_value() != a.biases.has_value() ||
+        p->bias.has_value() != a.bias.has_value()) {
+      return std::nullopt;
+    }
+  }
+  auto cat = [&](auto member) {
+    std::vector<array> v;
+    for (const Linear* p : parts) v.push_back(*(p->*member));
+    return concatenate(v, 0);
+  };
+  Linear s = a;
+  std::vector<array> w;
+  for (const Linear* p : parts) w.push_back(p->weight);
+  s.weight = concatenate(w, 0);
+  if (a.scales) s.scales = cat(&Linear::scales);
+  if (a.biases) s.biases = cat(&Linear::biases);
+  if (a.bias) s.bias = cat(&Linear::bias);
+  return s;
+}
+
+}  // namespace
+
+void Model::fuse_projections() {
+  for (Layer& l : layers_) {
+    if (!l.qkv) {
+      if (auto s = stack({&l.q, &l.k, &l.v})) {
+        l.qkv = std::move(s);
+        l.q = l.k = l.v = Linear{};
+      }
+    }
+    if (!l.gate_up) {
+      if (auto s = stack({&l.gate, &l.up})) {
+        l.gate_up = std::move(s);
+        l.gate = l.up = Linear{};
+      }
+    }
+    std::vector<array> made;
+    for (const std::optional<Linear>* f : {&l.qkv, &l.gate_up}) {
+      if (!*f) continue;
+      made.push_back((*f)->weight);
+      for (const auto* o : {&(*f)->scales, &(*f)->biases, &(*f)->bias}) {
+        if (*o) made.push_back(**o);
+      }
+    }
+    eval(made);  // layer by layer: the parts are released as we go
+  }
 }
 
 array Model::embed(const array& tokens) const {
@@ -289,19 +355,35 @@ std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& 
   const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
   const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
   auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
+  auto rope = [&](const array& x) { return fast::rope(x, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_); };
   array x = fast::rms_norm(h, l.attn_norm, c.rms_norm_eps);
-  array q = heads(l.q(x), c.num_heads), k = heads(l.k(x), c.num_kv_heads), v = heads(l.v(x), c.num_kv_heads);
+  const int nq = c.num_heads * hd, nk = c.num_kv_heads * hd;
+  if (l.qkv && !l.q_norm) {
+    // Stacked: the query and key heads are rotated in one pass, then split.
+    const array y = (*l.qkv)(x);
+    const array qk = rope(heads(slice(y, {0, 0, 0}, {B, T, nq + nk}), c.num_heads + c.num_kv_heads));
+    const array v = heads(slice(y, {0, 0, nq + nk}, {B, T, nq + 2 * nk}), c.num_kv_heads);
+    return {slice(qk, {0, 0, 0, 0}, {B, c.num_heads, T, hd}),
+            slice(qk, {0, c.num_heads, 0, 0}, {B, c.num_heads + c.num_kv_heads, T, hd}), v};
+  }
+  const std::optional<array> y = l.qkv ? std::optional<array>((*l.qkv)(x)) : std::nullopt;
+  array q = heads(y ? slice(*y, {0, 0, 0}, {B, T, nq}) : l.q(x), c.num_heads);
+  array k = heads(y ? slice(*y, {0, 0, nq}, {B, T, nq + nk}) : l.k(x), c.num_kv_heads);
+  array v = heads(y ? slice(*y, {0, 0, nq + nk}, {B, T, nq + 2 * nk}) : l.v(x), c.num_kv_heads);
   if (l.q_norm) q = fast::rms_norm(q, *l.q_norm, c.rms_norm_eps);
   if (l.k_norm) k = fast::rms_norm(k, *l.k_norm, c.rms_norm_eps);
-  q = fast::rope(q, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
-  k = fast::rope(k, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
-  return {q, k, v};
+  return {rope(q), rope(k), v};
 }
 
 array Model::finish_layer(const Layer& l, const array& h, const array& attention) const {
   const int B = h.shape(0), T = h.shape(1), n = attention.shape(1) * attention.shape(3);
   array out = h + l.o(reshape(transpose(attention, {0, 2, 1, 3}), {B, T, n}));
   array x = fast::rms_norm(out, l.mlp_norm, config_.rms_norm_eps);
+  if (l.gate_up) {
+    const array y = (*l.gate_up)(x);
+    const int F = y.shape(2) / 2;
+    return out + l.down(swiglu()({slice(y, {0, 0, 0}, {B, T, F}), slice(y, {0, 0, F}, {B, T, 2 * F})})[0]);
+  }
   return out + l.down(swiglu()({l.gate(x), l.up(x)})[0]);
 }
 

@@ -161,12 +161,17 @@ TEST(CudaLlm, CompiledDecodeMatchesOpByOpOnTheGpu) {
     }
     EXPECT_EQ(compiled.ids, decode_steps(m, Device::cpu, true, 40).ids) << name << ": GPU vs CPU";
   }
-  // bfloat16 activations over Q4_0 (the runtime's GPU choice): the tensor-core
+  // Stacked projections and bfloat16 activations over Q4_0 (the runtime's GPU
+  // choices): the tensor-core
   // QMV and decode attention (skipping the buffer past the position) against
   // the op-by-op step over exactly the cached keys, within bf16 rounding,
   // over the steps both fed the same tokens (a near-tie of a random model
   // may pick another id under another rounding).
   Model h = blocks_of(tiny("llama"), "q4_0");
+  {
+    StreamContext gpu(Device::gpu);
+    h.fuse_projections();  // the runtime's GPU set-up
+  }
   h.set_activation_dtype(bfloat16);
   const Steps op_by_op = decode_steps(h, Device::gpu, false, 40), compiled = decode_steps(h, Device::gpu, true, 40);
   EXPECT_EQ(compiled.traces, 1);

@@ -116,11 +116,19 @@ Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu) {
   return {Model::load(path), std::move(tok), name, false};
 }
 
-// --dtype: a quantized model's activation dtype (Model::set_activation_dtype).
-// auto: bfloat16 on the GPU (its tensor-core QMV and attention kernels,
-// half the KV cache), the model's own on the CPU (float32 for GGUF
-// blocks, as llama.cpp). Float-weight models keep their weights' dtype.
-void apply_dtype(Loaded& m, const std::string& dtype, const std::string& device) {
+// The runtime's choices for a device. --dtype: a quantized model's
+// activation dtype (Model::set_activation_dtype); auto: bfloat16 on the GPU
+// (its tensor-core QMV and attention kernels, half the KV cache), the
+// model's own on the CPU (float32 for GGUF blocks, as llama.cpp).
+// Float-weight models keep their weights' dtype. On the GPU the q/k/v and
+// gate/up matrices are stacked (Model::fuse_projections; on the CPU that
+// would copy a mapped file's weights).
+void prepare(Loaded& m, const std::string& dtype, const std::string& device) {
+  std::optional<StreamContext> on_gpu;
+  if (device == "gpu") {
+    on_gpu.emplace(Device::gpu);
+    m.model.fuse_projections();
+  }
   if (dtype == "auto") {
     if (device == "gpu" && m.model.quantized()) m.model.set_activation_dtype(bfloat16);
   } else {
@@ -135,7 +143,7 @@ void apply_dtype(Loaded& m, const std::string& dtype, const std::string& device)
 
 int run_generate(const GenerateCliOptions& opt) {
   Loaded m = load_model(opt.model, device_of(opt.device));
-  apply_dtype(m, opt.dtype, opt.device);
+  prepare(m, opt.dtype, opt.device);
   std::vector<int32_t> prompt;
   if (m.tokenizer) {
     if (opt.chat) {
@@ -228,7 +236,7 @@ Sample summarize(const std::vector<double>& v) {
 
 int run_bench_llm(const BenchLlmOptions& opt) {
   Loaded m = load_model(opt.model, device_of(opt.device));
-  apply_dtype(m, opt.dtype, opt.device);
+  prepare(m, opt.dtype, opt.device);
   const int vocab = m.model.config().vocab_size;
   std::mt19937 rng(1);
   auto random_tokens = [&](int n) {
