@@ -144,6 +144,19 @@ TEST(LlmCli, ConvertRoundTripsThroughGguf) {
     const std::string back = temp_path(type + "_back");
     ASSERT_EQ(run("convert " + g + " " + back + " --type f32").code, 0);
     EXPECT_LT(diff(logits(back), from_gguf), 1e-3f) << type << " back to Hugging Face layout";
+    // --dtype: a quantized file runs bf16 / f16 activations; a float one refuses another dtype.
+    Result b = run("bench llm -m " + g + " -p 8 -n 2 -r 1 -o json --dtype bfloat16");
+    if (type == "q8_0") {
+      ASSERT_EQ(b.code, 0) << b.out;
+      const auto rows = nlohmann::json::parse(b.out);
+      ASSERT_EQ(rows.size(), 2u);
+      EXPECT_EQ(rows[1]["activation_dtype"], "bfloat16");
+      Result gen = run("generate -m " + g + " -n 3 -p '!#,' --json --dtype float16");
+      ASSERT_EQ(gen.code, 0) << gen.out;
+      EXPECT_EQ(nlohmann::json::parse(gen.out)["ids"].size(), 3u);
+    } else {
+      EXPECT_NE(b.code, 0) << b.out;
+    }
     fs::remove(g);
     fs::remove_all(back);
   }
