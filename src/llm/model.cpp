@@ -225,17 +225,31 @@ Model Model::load(const std::string& path) {
 
 std::vector<nn::KVCache> Model::make_caches() const { return std::vector<nn::KVCache>(layers_.size()); }
 
+namespace {
+
+// A layer's matrices: the stacked ones where fuse_projections made them,
+// else q, k, v and gate, up apart (L: Layer or const Layer).
+template <typename L>
+auto linears(L& l) {
+  using P = decltype(&l.o);
+  std::vector<P> out;
+  if (l.qkv) out.push_back(&*l.qkv);
+  else out.insert(out.end(), {&l.q, &l.k, &l.v});
+  if (l.gate_up) out.push_back(&*l.gate_up);
+  else out.insert(out.end(), {&l.gate, &l.up});
+  out.insert(out.end(), {&l.o, &l.down});
+  return out;
+}
+
+}  // namespace
+
 size_t Model::weight_bytes() const {
   size_t total = 0;
   auto add = [&](const Linear& l) {
     total += l.weight.nbytes() + (l.scales ? l.scales->nbytes() : 0) + (l.biases ? l.biases->nbytes() : 0);
   };
   for (const Layer& l : layers_) {
-    for (const Linear* p : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) {
-      if (p->mode != "none" || p->weight.ndim() > 0) add(*p);  // fused parts hold no weight
-    }
-    if (l.qkv) add(*l.qkv);
-    if (l.gate_up) add(*l.gate_up);
+    for (const Linear* p : linears(l)) add(*p);
   }
   add(lm_head_);
   return total;
@@ -257,25 +271,16 @@ void Model::set_activation_dtype(Dtype dtype) {
                 dtype_name(embed_.dtype()) + "); only quantized models take another activation dtype");
   }
   act_dtype_ = dtype;
-  auto cast = [&](array& a) { a = astype(a, dtype); };
+  std::vector<array> all;
+  auto cast = [&](array& a) { all.push_back(a = astype(a, dtype)); };
   auto cast_opt = [&](std::optional<array>& a) {
     if (a) cast(*a);
   };
-  std::vector<array> all;
   cast(final_norm_);
-  all.push_back(final_norm_);
   cast_opt(lm_head_.bias);
   for (Layer& l : layers_) {
     cast(l.attn_norm), cast(l.mlp_norm), cast_opt(l.q_norm), cast_opt(l.k_norm);
-    all.insert(all.end(), {l.attn_norm, l.mlp_norm});
-    std::vector<Linear*> linears = {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down};
-    if (l.qkv) linears.push_back(&*l.qkv);
-    if (l.gate_up) linears.push_back(&*l.gate_up);
-    for (Linear* p : linears) {
-      cast_opt(p->bias);
-      if (p->bias) all.push_back(*p->bias);
-    }
-    if (l.q_norm) all.insert(all.end(), {*l.q_norm, *l.k_norm});
+    for (Linear* p : linears(l)) cast_opt(p->bias);
   }
   eval(all);  // converted once, not in every step's graph
 }
@@ -294,18 +299,16 @@ std::optional<Linear> stack(const std::vector<const Linear*>& parts) {
       return std::nullopt;
     }
   }
-  auto cat = [&](auto member) {
+  auto cat = [&](auto get) {
     std::vector<array> v;
-    for (const Linear* p : parts) v.push_back(*(p->*member));
+    for (const Linear* p : parts) v.push_back(get(*p));
     return concatenate(v, 0);
   };
   Linear s = a;
-  std::vector<array> w;
-  for (const Linear* p : parts) w.push_back(p->weight);
-  s.weight = concatenate(w, 0);
-  if (a.scales) s.scales = cat(&Linear::scales);
-  if (a.biases) s.biases = cat(&Linear::biases);
-  if (a.bias) s.bias = cat(&Linear::bias);
+  s.weight = cat([](const Linear& p) { return p.weight; });
+  if (a.scales) s.scales = cat([](const Linear& p) { return *p.scales; });
+  if (a.biases) s.biases = cat([](const Linear& p) { return *p.biases; });
+  if (a.bias) s.bias = cat([](const Linear& p) { return *p.bias; });
   return s;
 }
 

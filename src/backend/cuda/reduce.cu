@@ -416,11 +416,7 @@ __device__ __forceinline__ void arg_warp_merge(C& best, int64_t& idx, bool is_ma
 template <typename T, typename C>
 __device__ __forceinline__ void arg_scan(const T* p, int64_t i0, int64_t i1, int64_t step, bool is_max, C& best,
                                          int64_t& idx) {
-  for (int64_t i = i0; i < i1; i += step) {
-    C v = to_compute(p[i]);
-    bool take = idx < 0 || (!(best != best) && ((v != v) || (is_max ? v > best : v < best)));
-    if (take) { best = v; idx = i; }
-  }
+  for (int64_t i = i0; i < i1; i += step) arg_merge(best, idx, to_compute(p[i]), i, is_max);
 }
 
 // A warp per row of the (contiguous) permuted input.
