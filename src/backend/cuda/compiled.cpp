@@ -70,11 +70,7 @@ Collapsed collapse(const Shape& shape, const std::vector<Strides>& operands) {
   return c;
 }
 
-unsigned grid_for(int64_t n, int per_thread) {
-  const int64_t per_block = static_cast<int64_t>(kBlock) * per_thread;
-  const int64_t cap = static_cast<int64_t>(cuda::device_sm_count() > 0 ? cuda::device_sm_count() : 132) * 32;
-  return static_cast<unsigned>(std::clamp<int64_t>((n + per_block - 1) / per_block, 1, cap));
-}
+unsigned grid_for(int64_t n, int per_thread) { return cuda::grid_for(n, per_thread, kBlock); }
 
 // The widest vector (elements) every contiguous operand can be accessed
 // with: 16 bytes of the widest type, where all pointers are aligned to it.

@@ -29,6 +29,26 @@ cudaStream_t current_stream();
 int current_stream_index();
 int device_sm_count();
 
+// The grid of a grid-stride launch over n elements, `per_thread` at a time
+// (at most 32 blocks per SM). A launch under one wave is bound by latency,
+// not bandwidth: each pass of a thread's loop waits for memory after the last
+// one, and a decode step's 4096-wide add or 14336-wide SwiGLU ran four
+// dependent passes in one or two blocks. So below one block per SM the grid
+// grows to one pass per thread (per_thread / 4 elements, the vector of the
+// vectorized loops), up to one block per SM.
+inline unsigned grid_for(int64_t n, int per_thread, int block) {
+  const int64_t sms = device_sm_count() > 0 ? device_sm_count() : 132;
+  const int64_t per_block = static_cast<int64_t>(block) * per_thread;
+  int64_t blocks = (n + per_block - 1) / per_block;
+  if (blocks < sms) {
+    const int64_t one_pass = static_cast<int64_t>(block) * (per_thread / 4 > 1 ? per_thread / 4 : 1);
+    const int64_t wide = (n + one_pass - 1) / one_pass;
+    blocks = wide < sms ? wide : sms;
+  }
+  if (blocks > sms * 32) blocks = sms * 32;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
 // Device pointer to a's first element, valid for reading on the current
 // stream (copies host data over, and waits for a write on another stream).
 const char* in_ptr(const array& a);

@@ -127,14 +127,6 @@ bool all_contiguous(const Strided<N>& s) {
   }();
 }
 
-// A grid-stride launch size for n elements handled `per_thread` at a time.
-inline unsigned grid_for(int64_t n, int per_thread, int block) {
-  int64_t blocks = (n + static_cast<int64_t>(block) * per_thread - 1) / (static_cast<int64_t>(block) * per_thread);
-  int64_t cap = static_cast<int64_t>(device_sm_count() > 0 ? device_sm_count() : 132) * 32;
-  if (blocks > cap) blocks = cap;
-  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
-}
-
 // 16 bytes of T.
 template <typename T>
 struct alignas(16) Vec {
