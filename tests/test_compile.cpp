@@ -10,6 +10,7 @@
 #include "core/primitive.h"
 #include "core/primitives.h"
 #include "kiln/compile.h"
+#include "kiln/fast.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -211,6 +212,29 @@ TEST(Compile, MultipleOutputsSharingIntermediates) {
     return {b * 2.0f, a, tanh(b) - a, astype(b, bfloat16)};
   };
   expect_same(fn, {random_array({10, 300}), random_array({300})});
+}
+
+// Multi-output primitives (quantize's three arrays, add_rms_norm's two) are
+// one node each in the replay, with every output, used or not, and CSE keeps
+// the outputs of one node apart.
+TEST(Compile, MultiOutputPrimitives) {
+  auto quant = [](const std::vector<array>& in) -> std::vector<array> {
+    auto q = quantize(in[0] * 2.0f, 64, 4);
+    return {q[0], q[1] + 1.0f, dequantize(q[0], q[1], q[2], 64, 4)};
+  };
+  expect_same(quant, {random_array({8, 128})});
+  auto only_scales = [](const std::vector<array>& in) -> std::vector<array> { return {quantize(in[0], 64, 8)[1]}; };
+  expect_same(only_scales, {random_array({4, 64})});
+  auto norm = [](const std::vector<array>& in) -> std::vector<array> {
+    auto [h, y] = fast::add_rms_norm(in[0], in[1], in[2], 1e-5f);
+    auto [h2, y2] = fast::add_rms_norm(h, y, in[2], 1e-5f);
+    return {y2, h2 * 2.0f, y};
+  };
+  expect_same(norm, {random_array({3, 40}), random_array({3, 40}), random_array({40})});
+  auto norm_y = [](const std::vector<array>& in) -> std::vector<array> {
+    return {fast::add_rms_norm(in[0], in[1], std::nullopt, 1e-5f).second};
+  };
+  expect_same(norm_y, {random_array({2, 16}, bfloat16), random_array({2, 16}, bfloat16)});
 }
 
 TEST(Compile, Donation) {

@@ -156,6 +156,61 @@ TEST(FastNorm, EveryKernelLevelGivesTheSameBits) {
   }
 }
 
+// add_rms_norm: {x + r, rms_norm(x + r)} in one node where x, r and the
+// weight share a float dtype and shape; the same bits as the two ops.
+TEST(FastNorm, AddRmsNormIsTheAddThenTheNorm) {
+  for (Dtype t : kFloatTypes) {
+    for (int d : {1, 7, 64, 513, 4097}) {
+      for (Layout layout : kLayouts) {
+        for (bool with_weight : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " d " + std::to_string(d) + " " + layout_name(layout) +
+                       (with_weight ? " weight" : ""));
+          array x = make_input({3, d}, layout, [&](const Shape& s) { return random_array(s, t); });
+          array r = random_array({3, d}, t);
+          std::optional<array> w;
+          if (with_weight) w = random_array({d}, t, 0.5, 1.5);
+          auto [h, y] = fast::add_rms_norm(x, r, w, 1e-5f);
+          if (t != float64) EXPECT_STREQ(y.primitive()->name(), "AddRMSNorm");
+          array h2 = add(x, r);
+          array y2 = fast::rms_norm(h2, w, 1e-5f);
+          EXPECT_TRUE(all_close(h, to_double(h2), 0, 0));
+          EXPECT_TRUE(all_close(y, to_double(y2), 0, 0));
+          EXPECT_EQ(h.dtype(), t);
+          EXPECT_EQ(y.dtype(), t);
+        }
+      }
+    }
+  }
+  // A broadcast residual and mixed dtypes take the two ops.
+  array x = random_array({4, 9}, bfloat16), r = random_array({9}, float32), w = random_array({9}, bfloat16);
+  auto [h, y] = fast::add_rms_norm(x, r, w, 1e-5f);
+  EXPECT_EQ(h.dtype(), float32);
+  EXPECT_EQ(y.dtype(), float32);
+  EXPECT_TRUE(all_close(h, to_double(add(x, r)), 0, 0));
+  EXPECT_TRUE(all_close(y, to_double(fast::rms_norm(add(x, r), w, 1e-5f)), 0, 0));
+}
+
+TEST(FastNorm, AddRmsNormBackwardMatchesFloat64) {
+  array x = random_array({3, 19}), r = random_array({3, 19}), w = random_array({19}, float32, 0.5, 1.5);
+  array u = random_array({3, 19}), v = random_array({3, 19});
+  auto f = [](const std::vector<array>& in) {
+    auto [h, y] = fast::add_rms_norm(in[0], in[1], in[2], 1e-5f);
+    return std::vector<array>{h, y};
+  };
+  auto [o32, g32] = vjp(f, {x, r, w}, {u, v});
+  auto [o64, g64] = vjp(f, {astype(x, float64), astype(r, float64), astype(w, float64)},
+                        {astype(u, float64), astype(v, float64)});
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(all_close(g32[i], to_double(g64[i]), 1e-4, 1e-4)) << "input " << i;
+  // vmap over a leading axis: a loop of the unbatched op.
+  array xb = random_array({2, 3, 5}), rb = random_array({2, 3, 5}), wb = random_array({5});
+  auto outs = vmap(f, {0, 0, -1})({xb, rb, wb});
+  for (int b = 0; b < 2; ++b) {
+    auto [h, y] = fast::add_rms_norm(take(xb, array(b), 0), take(rb, array(b), 0), wb, 1e-5f);
+    EXPECT_TRUE(all_close(take(outs[0], array(b), 0), to_double(h), 0, 0));
+    EXPECT_TRUE(all_close(take(outs[1], array(b), 0), to_double(y), 1e-6, 1e-6));
+  }
+}
+
 TEST(FastNorm, LayerNormLargeMean) {
   array x = add(random_array({4, 1000}, float32), array(3000.0f));
   array y = fast::layer_norm(x, std::nullopt, std::nullopt, 1e-5f);
@@ -302,6 +357,13 @@ TEST(FastNorm, Errors) {
   EXPECT_TRUE(throws_error([&] { fast::rms_norm(astype(x, int32), std::nullopt, 1e-5f); }, {"[rms_norm]", "int32"}));
   EXPECT_TRUE(throws_error([&] { fast::layer_norm(x, std::nullopt, random_array({2, 4}), 1e-5f); },
                            {"[layer_norm]", "bias", "(2,4)"}));
+  EXPECT_TRUE(throws_error([&] { fast::add_rms_norm(x, random_array({3, 2, 4}), std::nullopt, 1e-5f); },
+                           {"[add_rms_norm]", "residual", "(3,2,4)"}));
+  EXPECT_TRUE(throws_error([&] { fast::add_rms_norm(x, random_array({3}), std::nullopt, 1e-5f); },
+                           {"[add_rms_norm]", "(2,4)", "(3)"}));
+  EXPECT_TRUE(throws_error([&] { fast::add_rms_norm(x, x, random_array({3}), 1e-5f); }, {"[add_rms_norm]", "weight"}));
+  EXPECT_TRUE(throws_error([&] { fast::add_rms_norm(astype(x, int32), astype(x, int32), std::nullopt, 1e-5f); },
+                           {"[add_rms_norm]", "int32"}));
   array x3 = random_array({1, 2, 8});
   EXPECT_TRUE(throws_error([&] { fast::rope(x, 4, false, 1e4f, 1.0f, 0); }, {"[rope]", "3 dimensions", "(2,4)"}));
   EXPECT_TRUE(throws_error([&] { fast::rope(x3, 5, false, 1e4f, 1.0f, 0); }, {"[rope]", "even"}));

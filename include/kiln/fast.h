@@ -28,6 +28,14 @@ namespace kiln::fast {
 // 16-bit inputs are normalized in float32.
 array rms_norm(const array& x, const std::optional<array>& weight, float eps, StreamOrDevice s = {});
 
+// Kiln extension (not in MLX): the residual step of a pre-norm block in one
+// pass, {h, rms_norm(h, weight, eps)} with h = x + residual (residual
+// broadcast to x's shape, h of their result type). The same numbers as the
+// two ops (h is rounded to its dtype before it is normalized); one kernel
+// where x, residual and weight share a float dtype and x's shape.
+std::pair<array, array> add_rms_norm(const array& x, const array& residual, const std::optional<array>& weight,
+                                     float eps, StreamOrDevice s = {});
+
 // (x - mean) * rsqrt(var + eps) * weight + bias over the last axis; weight
 // and bias (each optional) have x's last dimension. Output dtype:
 // result_type of the given arrays; 16-bit inputs are normalized in float32.

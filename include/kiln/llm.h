@@ -207,12 +207,17 @@ class Model {
   std::optional<Dtype> act_dtype_;  // set_activation_dtype; nullopt: as loaded
 
   array embed(const array& tokens) const;
-  // A layer's queries, keys and values [B, heads, T, head_dim], q/k normed
-  // (Qwen 3) and rotated at positions offset, offset + 1, ...
-  std::tuple<array, array, array> project_qkv(const Layer& l, const array& h, const array& offset) const;
-  // h + o_proj(attention [B, H, T, head_dim]), then + the MLP.
-  array finish_layer(const Layer& l, const array& h, const array& attention) const;
-  array logits(const array& h) const;
+  // The residual stream between layers is h + delta (delta: the last MLP's
+  // output, not added yet), so that each add runs in one kernel with the
+  // norm after it (fast::add_rms_norm). Returns {h + delta, rms_norm of it}.
+  std::pair<array, array> pre_norm(const array& h, const std::optional<array>& delta, const array& weight) const;
+  // A layer's queries, keys and values [B, heads, T, head_dim] from the
+  // normed input x, q/k normed (Qwen 3) and rotated at positions offset,
+  // offset + 1, ...
+  std::tuple<array, array, array> project_qkv(const Layer& l, const array& x, const array& offset) const;
+  // {h + o_proj(attention [B, H, T, head_dim]), the MLP's output of it}.
+  std::pair<array, array> finish_layer(const Layer& l, const array& h, const array& attention) const;
+  array logits(const array& h, const std::optional<array>& delta) const;
 };
 
 // The per-token decode loop's state after the prefill: the KV caches and

@@ -45,6 +45,10 @@ struct TapeNode {
   Shape shape;
   Dtype dtype;
   std::vector<int> args;  // value ids
+  // A multi-output primitive's outputs are one node each, told apart by
+  // their position; replay builds the siblings together.
+  std::shared_ptr<const ArrayDesc::Siblings> siblings;
+  int position = 0;
 };
 
 // Value ids: [0, n_inputs) inputs, then constants, then tape nodes.
@@ -154,7 +158,7 @@ Trace trace(const ArrayFn& fn, const std::vector<array>& inputs, int* traced_nod
   t.constants = consts;
   for (auto& [d, k] : const_ids) ids[d] = t.n_inputs + k;
   for (const auto& n : dep_nodes) {
-    TapeNode tn{n.primitive(), n.shape(), n.dtype(), {}};
+    TapeNode tn{n.primitive(), n.shape(), n.dtype(), {}, n.desc()->siblings, n.desc()->position};
     for (const auto& a : n.inputs()) tn.args.push_back(ids.at(a.desc().get()));
     ids[n.desc().get()] = t.first_node() + static_cast<int>(t.nodes.size());
     t.nodes.push_back(std::move(tn));
@@ -205,8 +209,8 @@ Trace simplify(const Trace& t, const std::vector<array>& inputs) {
   int base = t.first_node();
   std::vector<int> rep(info.size());
   for (size_t i = 0; i < rep.size(); ++i) rep[i] = static_cast<int>(i);
-  // Key: primitive name, dtype, shape, inputs -> candidates.
-  std::map<std::tuple<std::string, int, Shape, std::vector<int>>, std::vector<int>> seen;
+  // Key: primitive name, dtype, shape, inputs, output position -> candidates.
+  std::map<std::tuple<std::string, int, Shape, std::vector<int>, int>, std::vector<int>> seen;
   std::vector<TapeNode> nodes = t.nodes;
   for (size_t k = 0; k < nodes.size(); ++k) {
     TapeNode& n = nodes[k];
@@ -216,7 +220,7 @@ Trace simplify(const Trace& t, const std::vector<array>& inputs) {
       rep[id] = n.args[0];
       continue;
     }
-    auto key = std::make_tuple(std::string(n.prim->name()), static_cast<int>(n.dtype), n.shape, n.args);
+    auto key = std::make_tuple(std::string(n.prim->name()), static_cast<int>(n.dtype), n.shape, n.args, n.position);
     auto& cands = seen[key];
     bool merged = false;
     for (int c : cands) {
@@ -476,11 +480,23 @@ std::vector<array> replay(const Trace& t, const std::vector<array>& inputs) {
   std::vector<array> values(inputs.begin(), inputs.end());
   values.reserve(t.first_node() + t.nodes.size());
   for (const auto& c : t.constants) values.push_back(c);
+  // The outputs of each multi-output node built so far (by primitive and inputs).
+  std::map<std::pair<const Primitive*, std::vector<int>>, std::vector<array>> groups;
   for (const auto& n : t.nodes) {
     std::vector<array> args;
     args.reserve(n.args.size());
     for (int a : n.args) args.push_back(values[a]);
-    values.push_back(array(n.shape, n.dtype, n.prim, std::move(args)));
+    if (!n.siblings) {
+      values.push_back(array(n.shape, n.dtype, n.prim, std::move(args)));
+      continue;
+    }
+    auto key = std::make_pair(n.prim.get(), n.args);
+    auto it = groups.find(key);
+    if (it == groups.end()) {
+      it = groups.emplace(key, array::make_arrays(n.siblings->shapes, n.siblings->dtypes, n.prim, std::move(args)))
+               .first;
+    }
+    values.push_back(it->second[n.position]);
   }
   std::vector<array> outs;
   for (int o : t.outputs) outs.push_back(values[o]);

@@ -57,6 +57,38 @@ array rms_norm(const array& x, const std::optional<array>& weight, float eps, St
   return array(x.shape(), out, std::make_shared<RMSNorm>(s, std::move(fallback), eps), {astype(x, out, s), w});
 }
 
+std::pair<array, array> add_rms_norm(const array& x, const array& residual, const std::optional<array>& weight,
+                                     float eps, StreamOrDevice s_) {
+  const char* op = "add_rms_norm";
+  if (x.ndim() == 0) fail(op, "needs an input with at least 1 dimension", {&x, &residual});
+  if (broadcast_shapes(x.shape(), residual.shape(), op, {&x, &residual}) != x.shape()) {
+    fail(op, "the residual must broadcast to x's shape", {&x, &residual});
+  }
+  Stream s = to_stream(s_);
+  if (weight) check_affine(op, "weight", x, *weight);
+  const Dtype hd = promote_types(x.dtype(), residual.dtype());  // add's result type
+  const Dtype out = weight ? promote_types(hd, weight->dtype()) : hd;
+  if (weight) check_floating(op, out, {&x, &residual, &*weight});
+  else check_floating(op, out, {&x, &residual});
+  // The fused kernel: x, residual and weight of one float type and shape.
+  if (!fused_applies(x, out) || hd != out || residual.shape() != x.shape()) {
+    array h = add(x, residual, s);
+    return {h, rms_norm(h, weight, eps, s)};
+  }
+  const bool has_weight = weight.has_value();
+  FastFallback fallback = [has_weight, eps, s](const std::vector<array>& in) {
+    array sum = add(in[0], in[1], s);
+    std::optional<array> w;
+    if (has_weight) w = in[2];
+    return std::vector<array>{sum, rms_norm(sum, w, eps, s)};
+  };
+  array w = has_weight ? contiguous(astype(*weight, out, s), s) : array(1, out);
+  auto outs = array::make_arrays({x.shape(), x.shape()}, {out, out},
+                                 std::make_shared<AddRMSNorm>(s, std::move(fallback), eps),
+                                 {astype(x, out, s), astype(residual, out, s), w});
+  return {outs[0], outs[1]};
+}
+
 array layer_norm(const array& x, const std::optional<array>& weight, const std::optional<array>& bias, float eps,
                  StreamOrDevice s_) {
   const char* op = "layer_norm";
@@ -97,6 +129,15 @@ bool RMSNorm::is_equivalent(const Primitive& o) const {
 std::string RMSNorm::describe() const {
   std::ostringstream m;
   m << "RMSNorm(eps=" << eps_ << ")";
+  return m.str();
+}
+bool AddRMSNorm::is_equivalent(const Primitive& o) const {
+  auto* p = dynamic_cast<const AddRMSNorm*>(&o);
+  return p && p->eps_ == eps_;
+}
+std::string AddRMSNorm::describe() const {
+  std::ostringstream m;
+  m << "AddRMSNorm(eps=" << eps_ << ")";
   return m.str();
 }
 bool LayerNorm::is_equivalent(const Primitive& o) const {

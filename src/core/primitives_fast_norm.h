@@ -21,6 +21,24 @@ class RMSNorm : public FastPrimitive {
   float eps_;
 };
 
+// fast::add_rms_norm. inputs: x, residual (x's shape and dtype), weight
+// [D] or a 0-d placeholder; outputs h = x + residual and rms_norm(h).
+class AddRMSNorm : public FastPrimitive {
+ public:
+  AddRMSNorm(Stream s, FastFallback fallback, float eps) : FastPrimitive(s, std::move(fallback)), eps_(eps) {}
+  using Primitive::eval_cpu;
+  using Primitive::eval_gpu;
+  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
+  const char* name() const override { return "AddRMSNorm"; }
+  bool is_equivalent(const Primitive& o) const override;
+  std::string describe() const override;
+  float eps() const { return eps_; }
+
+ private:
+  float eps_;
+};
+
 // inputs: x [..., D], weight and bias each [D] or a 0-d placeholder.
 class LayerNorm : public FastPrimitive {
  public:

@@ -384,7 +384,11 @@ void evaluate_node(array& node, const Stream& stream) {
         // consumers wait on and holds the inputs until the kernels ran.
         gpu_begin_node(stream);
         d.primitive->eval_gpu(d.inputs, outputs);
-        gpu_end_node(stream, inputs_to_hold(d));
+        // A sibling nobody holds was given a scratch output: it is held
+        // too, until the kernels that write it ran.
+        std::vector<array> held = inputs_to_hold(d);
+        if (d.siblings) held.insert(held.end(), outputs.begin(), outputs.end());
+        gpu_end_node(stream, std::move(held));
       }
     } catch (const std::exception& e) {
       d.error = e.what();

@@ -352,14 +352,18 @@ array Model::embed(const array& tokens) const {
                     act_dtype_.value_or(float32));
 }
 
-std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& h, const array& offset) const {
+std::pair<array, array> Model::pre_norm(const array& h, const std::optional<array>& delta, const array& weight) const {
+  if (!delta) return {h, fast::rms_norm(h, weight, config_.rms_norm_eps)};
+  return fast::add_rms_norm(h, *delta, weight, config_.rms_norm_eps);
+}
+
+std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& x, const array& offset) const {
   const ModelConfig& c = config_;
-  const int B = h.shape(0), T = h.shape(1), hd = c.resolved_head_dim();
+  const int B = x.shape(0), T = x.shape(1), hd = c.resolved_head_dim();
   const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
   const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
   auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
   auto rope = [&](const array& x) { return fast::rope(x, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_); };
-  array x = fast::rms_norm(h, l.attn_norm, c.rms_norm_eps);
   const int nq = c.num_heads * hd, nk = c.num_kv_heads * hd;
   if (l.qkv && !l.q_norm) {
     // Stacked: the query and key heads are rotated in one pass, then split.
@@ -378,20 +382,19 @@ std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& 
   return {rope(q), rope(k), v};
 }
 
-array Model::finish_layer(const Layer& l, const array& h, const array& attention) const {
+std::pair<array, array> Model::finish_layer(const Layer& l, const array& h, const array& attention) const {
   const int B = h.shape(0), T = h.shape(1), n = attention.shape(1) * attention.shape(3);
-  array out = h + l.o(reshape(transpose(attention, {0, 2, 1, 3}), {B, T, n}));
-  array x = fast::rms_norm(out, l.mlp_norm, config_.rms_norm_eps);
+  auto [out, x] = pre_norm(h, l.o(reshape(transpose(attention, {0, 2, 1, 3}), {B, T, n})), l.mlp_norm);
   if (l.gate_up) {
     const array y = (*l.gate_up)(x);
     const int F = y.shape(2) / 2;
-    return out + l.down(swiglu()({slice(y, {0, 0, 0}, {B, T, F}), slice(y, {0, 0, F}, {B, T, 2 * F})})[0]);
+    return {out, l.down(swiglu()({slice(y, {0, 0, 0}, {B, T, F}), slice(y, {0, 0, F}, {B, T, 2 * F})})[0])};
   }
-  return out + l.down(swiglu()({l.gate(x), l.up(x)})[0]);
+  return {out, l.down(swiglu()({l.gate(x), l.up(x)})[0])};
 }
 
-array Model::logits(const array& h) const {
-  return astype(lm_head_(fast::rms_norm(h, final_norm_, config_.rms_norm_eps)), float32);
+array Model::logits(const array& h, const std::optional<array>& delta) const {
+  return astype(lm_head_(pre_norm(h, delta, final_norm_).second), float32);
 }
 
 array Model::forward(const array& tokens, std::vector<nn::KVCache>& caches, bool last_only) const {
@@ -407,17 +410,23 @@ array Model::forward(const array& tokens, std::vector<nn::KVCache>& caches, bool
   const int B = tokens.shape(0), T = tokens.shape(1);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.resolved_head_dim()));
   array h = embed(tokens);
+  std::optional<array> delta;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int offset = caches[i].offset();
-    auto [q, k, v] = project_qkv(layers_[i], h, array(offset, int32));
+    array x = h;
+    std::tie(h, x) = pre_norm(h, delta, layers_[i].attn_norm);
+    auto [q, k, v] = project_qkv(layers_[i], x, array(offset, int32));
     auto [keys, values] = caches[i].update_and_fetch(k, v);
     const std::optional<array> band = window_mask(offset, T, c.sliding_window);
     array o = band ? fast::scaled_dot_product_attention(q, keys, values, scale, "array", band)
                    : fast::scaled_dot_product_attention(q, keys, values, scale, T > 1 ? "causal" : "");
-    h = finish_layer(layers_[i], h, o);
+    std::tie(h, delta) = finish_layer(layers_[i], h, o);
   }
-  if (last_only && T > 1) h = slice(h, {0, T - 1, 0}, {B, T, h.shape(2)});
-  return logits(h);
+  if (last_only && T > 1) {
+    h = slice(h, {0, T - 1, 0}, {B, T, h.shape(2)});
+    if (delta) delta = slice(*delta, {0, T - 1, 0}, {B, T, delta->shape(2)});
+  }
+  return logits(h, delta);
 }
 
 std::vector<array> Model::decode_step(const std::vector<array>& in) const {
@@ -437,15 +446,19 @@ std::vector<array> Model::decode_step(const std::vector<array>& in) const {
   if (c.sliding_window > 0) visible = logical_and(visible, greater(slots, position - array(c.sliding_window, int32)));
   std::vector<array> out = {array(0.0f)};
   array h = embed(in[0]);
+  std::optional<array> delta;
   for (size_t i = 0; i < L; ++i) {
-    auto [q, k, v] = project_qkv(layers_[i], h, position);
+    array x = h;
+    std::tie(h, x) = pre_norm(h, delta, layers_[i].attn_norm);
+    auto [q, k, v] = project_qkv(layers_[i], x, position);
     array keys = slice_update(in[2 + 2 * i], k, position, {2});
     array values = slice_update(in[3 + 2 * i], v, position, {2});
-    h = finish_layer(layers_[i], h, fast::scaled_dot_product_attention(q, keys, values, scale, "array", visible));
+    const array o = fast::scaled_dot_product_attention(q, keys, values, scale, "array", visible);
+    std::tie(h, delta) = finish_layer(layers_[i], h, o);
     out.push_back(keys);
     out.push_back(values);
   }
-  out[0] = logits(h);
+  out[0] = logits(h, delta);
   return out;
 }
 

@@ -62,6 +62,38 @@ TEST_F(CudaFast, NormsMatchCpuAndFallback) {
   }
 }
 
+// add_rms_norm's fused kernel: h = x + r to the bit of the CPU's, the norm
+// within the norms' tolerance, over the same kernel paths; in place where
+// x and r are temporaries.
+TEST_F(CudaFast, AddRmsNormMatchesCpu) {
+  for (Dtype t : {float32, float16, bfloat16}) {
+    for (int d : {1, 7, 96, 1024, 4096, 40000}) {
+      for (Layout layout : {Layout::kContiguous, Layout::kTransposed}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " d " + std::to_string(d) + " " + layout_name(layout));
+        array x = make_input({5, d}, layout, [&](const Shape& s) { return random_array(s, t); });
+        array r = random_array({5, d}, t), w = random_array({d}, t, 0.5, 1.5);
+        x.eval();
+        r.eval();
+        const double tol = tol_of(t);
+        for (bool with_weight : {true, false}) {
+          std::optional<array> ww;
+          if (with_weight) ww = w;
+          auto [hg, yg] = fast::add_rms_norm(x, r, ww, 1e-5f, Device::gpu);
+          EXPECT_STREQ(yg.primitive()->name(), "AddRMSNorm");
+          auto [hc, yc] = fast::add_rms_norm(x, r, ww, 1e-5f, Device::cpu);
+          EXPECT_TRUE(all_close(hg, to_double(hc), 0, 0));
+          EXPECT_TRUE(all_close(yg, to_double(yc), tol, tol));
+        }
+        // Inputs that are temporaries: h and y take their buffers.
+        auto [hg, yg] = fast::add_rms_norm(x * array(1.0f, t), r * array(1.0f, t), w, 1e-5f, Device::gpu);
+        auto [hc, yc] = fast::add_rms_norm(x, r, w, 1e-5f, Device::cpu);
+        EXPECT_TRUE(all_close(hg, to_double(hc), 0, 0));
+        EXPECT_TRUE(all_close(yg, to_double(yc), tol, tol));
+      }
+    }
+  }
+}
+
 TEST_F(CudaFast, RopeMatchesCpuAndFallback) {
   struct Spec {
     int dims;

@@ -371,6 +371,33 @@ void RMSNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
   });
 }
 
+void AddRMSNorm::eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const char* op = "add_rms_norm";
+  const cpu::RowMajorInput x = cpu::row_major_input_of(inputs[0], op);
+  const cpu::RowMajorInput r = cpu::row_major_input_of(inputs[1], op);
+  array& h = outputs[0];
+  detail::allocate(h, op);
+  const int64_t n = static_cast<int64_t>(h.size());
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = reinterpret_cast<const T*>(x.data);
+    const T* pr = reinterpret_cast<const T*>(r.data);
+    T* ph = reinterpret_cast<T*>(detail::data_ptr(h));
+    // h = x + r rounded to T, as the add; then h's rows are normalized.
+    cpu::parallel_for(n, 1 << 16, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) ph[k] = cpu::Cvt<T>::make(load_f(px, k) + load_f(pr, k));
+    });
+  };
+  switch (h.dtype()) {
+    case float32: go(float{}); break;
+    case float16: go(float16_t{}); break;
+    case bfloat16: go(bfloat16_t{}); break;
+    default: throw Error(std::string("[") + op + "] no CPU kernel for " + dtype_name(h.dtype()));
+  }
+  RMSNorm norm(stream(), fallback_, eps_);
+  norm.eval_cpu({h, inputs[2]}, outputs[1]);
+}
+
 void LayerNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
   const array& w = inputs[1];
   const array& b = inputs[2];

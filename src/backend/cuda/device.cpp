@@ -564,11 +564,15 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   tl_capturing = true;
   ++captures_underway;
   bool ok = true;
+  // The outputs of multi-output nodes: a sibling nobody holds was given a
+  // scratch output, kept until the graph ran.
+  std::vector<array> sibling_outputs;
   for (size_t i = begin; i < end && ok; ++i) {
     ArrayDesc& d = *nodes[i].desc();
     try {
       std::vector<array> outputs = node_outputs(nodes[i]);
       d.primitive->eval_gpu(d.inputs, outputs);
+      if (d.siblings) sibling_outputs.insert(sibling_outputs.end(), outputs.begin(), outputs.end());
     } catch (const std::exception&) {
       ok = false;
     }
@@ -603,7 +607,7 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   try {
     KILN_CUDA_CHECK("graph", cudaGraphLaunch(exec, st.stream));
     count_graph_time(ns(t_begin, t_captured), ns(t_captured, t_prepared), ns(t_prepared, Clock::now()));
-    std::vector<array> held;
+    std::vector<array> held = std::move(sibling_outputs);
     for (size_t i = begin; i < end; ++i) {
       std::vector<array> in = inputs_to_hold(*nodes[i].desc());
       held.insert(held.end(), std::make_move_iterator(in.begin()), std::make_move_iterator(in.end()));

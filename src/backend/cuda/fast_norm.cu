@@ -54,10 +54,28 @@ __device__ __forceinline__ T finish(float normalized, const T* w, const T* b, in
 
 // kVecs > 0: each thread holds vectors lane, lane + G, ... (kVecs of them)
 // of its row in registers; kVecs == 0: the re-reading loop.
+// The rows of x [rows, d] normalized into y; with a residual r (rms_norm
+// only), h = x + r rounded to T is written to h and normalized instead.
+template <typename T>
+struct NormArgs {
+  const T* x;
+  const T* r;  // nullptr: no residual
+  const T* w;  // nullptr: no weight
+  const T* b;  // nullptr: no bias
+  T* h;
+  T* y;
+  int64_t rows, d;
+  float eps;
+};
+
 template <bool kLayer, typename T, int E, int kVecs, bool kWarpRow>
-__global__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                          T* __restrict__ y, int64_t rows, int64_t d, float eps) {
+__global__ void norm_rows(const NormArgs<T> args) {
   using P = Pack<T, E>;
+  const T* x = args.x;  // h may overwrite it in place: not __restrict__
+  const T* __restrict__ w = args.w;
+  const T* __restrict__ b = args.b;
+  const int64_t rows = args.rows, d = args.d;
+  const float eps = args.eps;
   int64_t row;
   int lane, group;
   if constexpr (kWarpRow) {
@@ -71,7 +89,21 @@ __global__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, cons
     group = blockDim.x;
   }
   const P* xr = reinterpret_cast<const P*>(x + row * d);
-  P* yr = reinterpret_cast<P*>(y + row * d);
+  const P* rr = args.r ? reinterpret_cast<const P*>(args.r + row * d) : nullptr;
+  P* hr = args.r ? reinterpret_cast<P*>(args.h + row * d) : nullptr;
+  P* yr = reinterpret_cast<P*>(args.y + row * d);
+  // x + r, rounded to T as the add would, stored to h (h may be x or r:
+  // each element is read and written by the same thread).
+  auto load = [&](int64_t idx) {
+    P a = xr[idx];
+    if (rr) {
+      const P c = rr[idx];
+#pragma unroll
+      for (int e = 0; e < E; ++e) a.v[e] = convert<T>(to_compute(a.v[e]) + to_compute(c.v[e]));
+      hr[idx] = a;
+    }
+    return a;
+  };
   const int64_t nv = d / E;
   const float n = static_cast<float>(d);
   if constexpr (kVecs > 0) {
@@ -81,7 +113,7 @@ __global__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, cons
     for (int i = 0; i < kVecs; ++i) {
       const int64_t idx = lane + static_cast<int64_t>(i) * group;
       if (idx < nv) {
-        const P a = xr[idx];
+        const P a = load(idx);
 #pragma unroll
         for (int e = 0; e < E; ++e) {
           v[i][e] = to_compute(a.v[e]);
@@ -121,7 +153,7 @@ __global__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, cons
     const float shift = kLayer ? to_compute(x[row * d]) : 0.0f;
     float s1 = 0, s2 = 0;
     for (int64_t idx = lane; idx < nv; idx += group) {
-      const P a = xr[idx];
+      const P a = load(idx);
 #pragma unroll
       for (int e = 0; e < E; ++e) {
         const float t = to_compute(a.v[e]) - shift;
@@ -138,8 +170,9 @@ __global__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, cons
     } else {
       inv = rsqrtf(group_sum<kWarpRow>(s2) / n + eps);
     }
+    const P* again = rr ? hr : xr;  // the second pass reads what the first wrote
     for (int64_t idx = lane; idx < nv; idx += group) {
-      const P a = xr[idx];
+      const P a = again[idx];
       P o;
 #pragma unroll
       for (int e = 0; e < E; ++e) o.v[e] = finish<T>((to_compute(a.v[e]) - mean) * inv, w, b, idx * E + e);
@@ -149,61 +182,86 @@ __global__ void norm_rows(const T* __restrict__ x, const T* __restrict__ w, cons
 }
 
 template <bool kLayer, typename T, int E>
-void launch_norm_vec(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t d, float eps, cudaStream_t s) {
-  const int64_t nv = d / E;
+void launch_norm_vec(const NormArgs<T>& a, cudaStream_t s) {
+  const int64_t nv = a.d / E;
   if (nv <= 128) {
     constexpr int kBlock = 256;  // eight rows
-    const unsigned grid = static_cast<unsigned>((rows + kBlock / 32 - 1) / (kBlock / 32));
-    if (nv <= 32) norm_rows<kLayer, T, E, 1, true><<<grid, kBlock, 0, s>>>(x, w, b, y, rows, d, eps);
-    else if (nv <= 64) norm_rows<kLayer, T, E, 2, true><<<grid, kBlock, 0, s>>>(x, w, b, y, rows, d, eps);
-    else norm_rows<kLayer, T, E, 4, true><<<grid, kBlock, 0, s>>>(x, w, b, y, rows, d, eps);
+    const unsigned grid = static_cast<unsigned>((a.rows + kBlock / 32 - 1) / (kBlock / 32));
+    if (nv <= 32) norm_rows<kLayer, T, E, 1, true><<<grid, kBlock, 0, s>>>(a);
+    else if (nv <= 64) norm_rows<kLayer, T, E, 2, true><<<grid, kBlock, 0, s>>>(a);
+    else norm_rows<kLayer, T, E, 4, true><<<grid, kBlock, 0, s>>>(a);
     return;
   }
-  const unsigned grid = static_cast<unsigned>(rows);
+  const unsigned grid = static_cast<unsigned>(a.rows);
   if (nv <= 256 * 8) {
     const int block = static_cast<int>(std::min<int64_t>(256, (nv + 31) / 32 * 32));
     const int64_t per_thread = (nv + block - 1) / block;
-    if (per_thread <= 1) norm_rows<kLayer, T, E, 1, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
-    else if (per_thread <= 2) norm_rows<kLayer, T, E, 2, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
-    else if (per_thread <= 4) norm_rows<kLayer, T, E, 4, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
-    else norm_rows<kLayer, T, E, 8, false><<<grid, block, 0, s>>>(x, w, b, y, rows, d, eps);
+    if (per_thread <= 1) norm_rows<kLayer, T, E, 1, false><<<grid, block, 0, s>>>(a);
+    else if (per_thread <= 2) norm_rows<kLayer, T, E, 2, false><<<grid, block, 0, s>>>(a);
+    else if (per_thread <= 4) norm_rows<kLayer, T, E, 4, false><<<grid, block, 0, s>>>(a);
+    else norm_rows<kLayer, T, E, 8, false><<<grid, block, 0, s>>>(a);
     return;
   }
-  norm_rows<kLayer, T, E, 0, false><<<grid, 1024, 0, s>>>(x, w, b, y, rows, d, eps);
+  norm_rows<kLayer, T, E, 0, false><<<grid, 1024, 0, s>>>(a);
 }
 
 template <bool kLayer, typename T>
-void launch_norm(const T* x, const T* w, const T* b, T* y, int64_t rows, int64_t d, float eps, cudaStream_t s) {
+void launch_norm(const NormArgs<T>& a, cudaStream_t s) {
   constexpr int E = 16 / sizeof(T);
-  const bool vec = d % E == 0 && aligned16(x) && aligned16(y) && (!w || aligned16(w)) && (!b || aligned16(b));
-  if (vec) launch_norm_vec<kLayer, T, E>(x, w, b, y, rows, d, eps, s);
-  else launch_norm_vec<kLayer, T, 1>(x, w, b, y, rows, d, eps, s);
+  auto ok = [](const void* p) { return !p || aligned16(p); };
+  const bool vec = a.d % E == 0 && ok(a.x) && ok(a.r) && ok(a.w) && ok(a.b) && ok(a.h) && ok(a.y);
+  if (vec) launch_norm_vec<kLayer, T, E>(a, s);
+  else launch_norm_vec<kLayer, T, 1>(a, s);
 }
 
+// A row-major device pointer to `a` (a scratch copy where it is strided).
+const char* row_major_ptr(const array& a, const char* op) {
+  const auto& dsc = *a.desc();
+  const char* src = in_ptr(a);
+  if (detail::is_row_contiguous(dsc.shape, dsc.strides)) return src;
+  char* tmp = static_cast<char*>(scratch(a.nbytes(), op));
+  copy_strided(src, dsc.dtype, dsc.shape, dsc.strides, tmp, dsc.dtype, row_major_strides(dsc.shape), op);
+  return tmp;
+}
+
+bool donatable_layout(const array& a) {
+  const auto& dsc = *a.desc();
+  return detail::is_row_contiguous(dsc.shape, dsc.strides) && dsc.offset == 0;
+}
+
+// inputs: x, weight (0-d: none), [bias]; with a residual (AddRMSNorm):
+// x, residual, weight and outputs h, y.
 template <bool kLayer>
-void norm_gpu(const char* op, const std::vector<array>& inputs, array& out, float eps) {
+void norm_gpu(const char* op, const std::vector<array>& inputs, array* h, array& out, float eps) {
+  const bool residual = h != nullptr;
   const array& in = inputs[0];
-  const auto& dsc = *in.desc();
-  const bool contiguous = detail::is_row_contiguous(dsc.shape, dsc.strides);
-  if (contiguous && dsc.offset == 0) allocate_or_donate(out, in, op);
-  else allocate(out, op);
-  const int64_t d = in.shape().back();
-  const int64_t rows = static_cast<int64_t>(in.size()) / d;
-  const char* src = in_ptr(in);
-  if (!contiguous) {
-    char* tmp = static_cast<char*>(scratch(in.nbytes(), op));
-    copy_strided(src, dsc.dtype, dsc.shape, dsc.strides, tmp, dsc.dtype, row_major_strides(dsc.shape), op);
-    src = tmp;
+  const array& w = inputs[residual ? 2 : 1];
+  if (residual) {
+    if (donatable_layout(in)) allocate_or_donate(*h, in, op);
+    else allocate(*h, op);
+    if (donatable_layout(inputs[1])) allocate_or_donate(out, inputs[1], op);
+    else allocate(out, op);
+  } else if (donatable_layout(in)) {
+    allocate_or_donate(out, in, op);
+  } else {
+    allocate(out, op);
   }
-  const char* pw = inputs[1].ndim() == 0 ? nullptr : in_ptr(inputs[1]);
+  const int64_t d = in.shape().back();
+  const char* src = row_major_ptr(in, op);
+  const char* res = residual ? row_major_ptr(inputs[1], op) : nullptr;
+  const char* pw = w.ndim() == 0 ? nullptr : in_ptr(w);
   const char* pb = kLayer && inputs[2].ndim() != 0 ? in_ptr(inputs[2]) : nullptr;
+  char* ph = residual ? out_ptr(*h) : nullptr;
   char* dst = out_ptr(out);
   cudaStream_t s = current_stream();
   dispatch(in.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
-      launch_norm<kLayer, T>(reinterpret_cast<const T*>(src), reinterpret_cast<const T*>(pw),
-                             reinterpret_cast<const T*>(pb), reinterpret_cast<T*>(dst), rows, d, eps, s);
+      const NormArgs<T> a{reinterpret_cast<const T*>(src), reinterpret_cast<const T*>(res),
+                          reinterpret_cast<const T*>(pw),  reinterpret_cast<const T*>(pb),
+                          reinterpret_cast<T*>(ph),        reinterpret_cast<T*>(dst),
+                          static_cast<int64_t>(in.size()) / d, d, eps};
+      launch_norm<kLayer, T>(a, s);
     } else {
       throw Error(std::string("[") + op + "] no GPU kernel for " + dtype_name(in.dtype()));
     }
@@ -215,11 +273,15 @@ void norm_gpu(const char* op, const std::vector<array>& inputs, array& out, floa
 }  // namespace cuda
 
 void RMSNorm::eval_gpu(const std::vector<array>& inputs, array& out) {
-  cuda::norm_gpu<false>("rms_norm", inputs, out, eps_);
+  cuda::norm_gpu<false>("rms_norm", inputs, nullptr, out, eps_);
 }
 
 void LayerNorm::eval_gpu(const std::vector<array>& inputs, array& out) {
-  cuda::norm_gpu<true>("layer_norm", inputs, out, eps_);
+  cuda::norm_gpu<true>("layer_norm", inputs, nullptr, out, eps_);
+}
+
+void AddRMSNorm::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  cuda::norm_gpu<false>("add_rms_norm", inputs, &outputs[0], outputs[1], eps_);
 }
 
 }  // namespace kiln
