@@ -53,7 +53,8 @@ TEST(Export, QuantizedAndNormalizedGraphs) {
   auto fun = [q](const Args& x) {
     array y = quantized_matmul(fast::rms_norm(x[0], x[1], 1e-5f), q[0], q[1], q[2], true, 32, 4);
     std::vector<array> qq = quantize(x[0], 32, 8);
-    return std::vector<array>{y, dequantize(qq[0], qq[1], qq[2], 32, 8)};
+    auto [h, n] = fast::add_rms_norm(x[0], x[0] * 0.5f, x[1], 1e-5f);
+    return std::vector<array>{y, dequantize(qq[0], qq[1], qq[2], 32, 8), h, n};
   };
   std::string file = temp_file("quant");
   export_function(file, fun, {test::random_array({3, 64}), test::random_array({64})});

@@ -98,6 +98,7 @@ json serialize_primitive(const Primitive& p) {
   else if (auto* x = as<QuantizedMatmul>(p)) j = {{"quant", quant(x->params())}, {"transpose", x->transpose()}};
   else if (auto* x = as<GatherQMM>(p)) j = {{"quant", quant(x->params())}, {"transpose", x->transpose()}};
   else if (auto* x = as<RMSNorm>(p)) j["eps"] = x->eps();
+  else if (auto* x = as<AddRMSNorm>(p)) j["eps"] = x->eps();
   else if (auto* x = as<LayerNorm>(p)) j["eps"] = x->eps();
   else throw Error(std::string("[export_function] the primitive ") + p.describe() + " cannot be exported yet");
   return {{"name", p.name()}, {"params", j}};
@@ -120,6 +121,12 @@ std::vector<array> rebuild_node(const json& prim, const std::vector<array>& in, 
     std::optional<array> w;
     if (in[1].ndim() == 1) w = in[1];
     return {fast::rms_norm(in[0], w, j.at("eps").get<float>(), s)};
+  }
+  if (name == "AddRMSNorm") {
+    std::optional<array> w;
+    if (in[2].ndim() == 1) w = in[2];
+    auto [h, y] = fast::add_rms_norm(in[0], in[1], w, j.at("eps").get<float>(), s);
+    return {h, y};
   }
   if (name == "LayerNorm") {
     std::optional<array> w, b;
