@@ -12,6 +12,18 @@ void register_fast() {
   add({.op = "fast::rms_norm", .primitive = "RMSNorm", .name = "(2,3,65) no weight",
        .fn = [](const Arrays& x) { return Arrays{fast::rms_norm(x[0], std::nullopt, 1e-6f)}; },
        .inputs = {in({2, 3, 65})}, .diff = {0}});
+  auto add_rms = [](const Arrays& x) {
+    auto [h, y] = fast::add_rms_norm(x[0], x[1], x[2], 1e-5f);
+    return Arrays{h, y};
+  };
+  add({.op = "fast::add_rms_norm", .primitive = "AddRMSNorm", .name = "(3,2,9) weight", .fn = add_rms,
+       .inputs = {in({3, 2, 9}), in({3, 2, 9}), in({9}, 0.5, 1.5)}, .diff = {0, 1, 2}, .grad2 = true});
+  add({.op = "fast::add_rms_norm", .primitive = "AddRMSNorm", .name = "(4,65) no weight",
+       .fn = [](const Arrays& x) {
+         auto [h, y] = fast::add_rms_norm(x[0], x[1], std::nullopt, 1e-6f);
+         return Arrays{h, y};
+       },
+       .inputs = {in({4, 65}), in({4, 65})}, .diff = {0, 1}});
   add({.op = "fast::layer_norm", .primitive = "LayerNorm", .name = "(4,7) weight bias",
        .fn = [](const Arrays& x) { return Arrays{fast::layer_norm(x[0], x[1], x[2], 1e-5f)}; },
        .inputs = {in({4, 7}), in({7}, 0.5, 1.5), in({7})}, .diff = {0, 1, 2}, .grad2 = true});
