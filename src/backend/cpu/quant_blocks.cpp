@@ -6,8 +6,10 @@
 // must round a * q and then + b separately, as numpy does, to be bit-exact.
 //
 // quantized_matmul: up to kQmvRows rows of x go to the fused decode + dot
-// product kernels (quant_blocks_qmv.cpp: one pass over the blocks, measured
-// by the `qmv_q4_0` ... rows of `kiln bench`). More rows decode w one tile of
+// product kernels (one pass over the blocks, measured by the `qmv_q4_0` ...
+// rows of `kiln bench`): quant_blocks_qmv_int8.cpp on x rounded to 8 bits
+// (the default, include/kiln/ops.h), quant_blocks_qmv.cpp and
+// quant_blocks_qmv_bf16.cpp on x as it is (float64, KILN_BLOCK_X=float). More rows decode w one tile of
 // rows at a time into float32 (a tile stays in L2 while it is used) and run
 // Kiln's float32 GEMM on it: the weights are still read once, and the GEMM
 // does the O(M) reuse of every decoded weight.

@@ -15,9 +15,10 @@
 //   a load, a shift, a mask (and for Q6_K an OR of the high bits).
 // - The other formats decode their 32 q through the scalar reference
 //   (quant_blocks_math.h): correct, slower, and still one pass over w.
-// x stays float32 (ggml quantizes x to int8 per 32 for VNNI dot products;
-// that adds an error of ~1/254 of each block's largest |x| that Kiln's
-// other matmuls do not have, and the decode here is not the bottleneck).
+// x stays float32. These kernels serve float64 x and KILN_BLOCK_X=float;
+// float32 / float16 / bfloat16 x is rounded to 8 bits by default and takes
+// quant_blocks_qmv_int8.cpp's integer dot products, which keep up with DRAM
+// where these (10-20 instructions per 32 weights) reach 0.3-0.6 of it.
 // With one row of x, two accumulator sets alternate so the FMA latency is
 // hidden; with more rows, the rows provide the independent chains.
 // On AVX-512, Q4_0 and Q8_0 (one scale, no bias) skip w = a q + b: the

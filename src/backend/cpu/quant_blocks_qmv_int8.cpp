@@ -32,8 +32,13 @@
 // lane and the float32 accumulation, so the result is x's 8-bit rounding
 // times w, to float32 accuracy (tests/test_quant_blocks.cpp checks it
 // against that product in float64).
-// Threads split N (each streams its own rows of w); x's codes (K bytes,
-// plus 8 bytes per 4 codes of seeds and scales) stay in L2.
+// Threads split N (each streams its own rows of w, one sequential stream the
+// hardware prefetcher follows: a software prefetch 1-4 KB ahead measured no
+// better and costs issue slots); x's codes (K bytes, plus 8 bytes per 4
+// codes of seeds and scales, 3 K in all per row) stay in L1/L2.
+// Measured on a 2-core Zen 5 (docs/performance.md, session 17): one core
+// runs ~35 G weights/s of every format from L3 (Q4_0 / Q4_K 19 GB/s, Q8_0
+// 38), the float kernels 9-22 GB/s.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -93,63 +98,73 @@ KILN_QINLINE float round_block(const float* x, int8_t* q) {
   return amax / 127.f;
 }
 
-// The rows of x as the kernels read them. kp is K rounded up to 64 (whole
-// pairs of 32-blocks); the padding is zero codes with zero scales.
+// The rows of x as the kernels read them. Per 64 codes (a pair of blocks)
+// 192 bytes: the codes, the 16 seeds (-off * sum of a lane's 4 codes; AVX-512
+// only) and the 16 lanes' d, so a row streams through one array. Rows are
+// 64 bytes more than a multiple of the pair size apart: with K a power of
+// two, rows (and separate arrays) 4 KB apart share L1 sets, and 8 rows of
+// codes, seeds and scales overflow a set's 12 ways (a measured 8x).
 struct Q8Rows {
-  int64_t kp = 0;
-  std::vector<int8_t> q;      // [M][kp]
-  std::vector<float> dl;      // [M][kp / 4]: d of the block of each 4 codes (a vpdpbusd lane)
-  std::vector<int32_t> seed;  // [M][kp / 4]: -off * (sum of the 4 codes); AVX-512 only
-  std::vector<float> s16;     // [M][kp / 16]: d * (sum of 16 codes), for sub-block offsets b
-  std::vector<float> s32;     // [M][kp / 32]
+  int64_t rs = 0, ss = 0;  // bytes per row of codes; floats per row of the small arrays
+  std::vector<uint8_t> buf;
+  uint8_t* codes = nullptr;  // 64-byte aligned in buf
+  std::vector<float> s16;    // [M][ss]: d * (sum of 16 codes), for sub-block offsets b
+  std::vector<float> s32;
+  std::vector<float> d16;    // [M][ss]: d of each 16 codes
+  std::vector<float> d32;
 };
 
 void quantize_rows(const float* x, int64_t M, int64_t K, int off, Q8Rows& r) {
-  const int64_t kp = (K + 63) / 64 * 64;
-  r.kp = kp;
-  r.q.assign(M * kp, 0);
-  r.dl.assign(M * kp / 4, 0.f);
-  r.seed.assign(off ? M * kp / 4 : 0, 0);
-  r.s16.assign(M * kp / 16, 0.f);
-  r.s32.assign(M * kp / 32, 0.f);
+  const int64_t pairs = (K + 63) / 64;
+  r.rs = pairs * 192 + 64;
+  r.ss = pairs * 4 + 16;
+  r.buf.assign(M * r.rs + 64, 0);
+  r.codes = r.buf.data() + (64 - reinterpret_cast<uintptr_t>(r.buf.data()) % 64) % 64;
+  for (auto* v : {&r.s16, &r.s32, &r.d16, &r.d32}) v->assign(M * r.ss, 0.f);
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t b = 0; b < K / 32; ++b) {
-      int8_t* q = r.q.data() + m * kp + 32 * b;
+      uint8_t* pair = r.codes + m * r.rs + b / 2 * 192 + 32 * (b % 2);
+      int8_t* q = reinterpret_cast<int8_t*>(pair);
       const float d = round_block(x + m * K + 32 * b, q);
       // Sums of 4 codes (exact in int32): u8 ones times the s8 codes.
       const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
       const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qv), ones16);
       alignas(32) int32_t l[8];
       _mm256_store_si256(reinterpret_cast<__m256i*>(l), s4);
-      const int64_t lane = m * kp / 4 + 8 * b;
-      _mm256_storeu_ps(r.dl.data() + lane, _mm256_set1_ps(d));
-      if (off) _mm256_storeu_si256(reinterpret_cast<__m256i*>(r.seed.data() + lane), _mm256_mullo_epi32(s4, _mm256_set1_epi32(-off)));
+      if (off) _mm256_storeu_si256(reinterpret_cast<__m256i*>(pair + 64), _mm256_mullo_epi32(s4, _mm256_set1_epi32(-off)));
+      _mm256_storeu_ps(reinterpret_cast<float*>(pair + 128), _mm256_set1_ps(d));
       const int h0 = l[0] + l[1] + l[2] + l[3], h1 = l[4] + l[5] + l[6] + l[7];
-      r.s16[m * kp / 16 + 2 * b] = d * static_cast<float>(h0);
-      r.s16[m * kp / 16 + 2 * b + 1] = d * static_cast<float>(h1);
-      r.s32[m * kp / 32 + b] = d * static_cast<float>(h0 + h1);
+      float* s16 = r.s16.data() + m * r.ss + 2 * b;
+      s16[0] = d * static_cast<float>(h0);
+      s16[1] = d * static_cast<float>(h1);
+      r.s32[m * r.ss + b] = d * static_cast<float>(h0 + h1);
+      float* d16 = r.d16.data() + m * r.ss + 2 * b;
+      d16[0] = d16[1] = r.d32[m * r.ss + b] = d;
     }
   }
 }
 
-// One kernel call's view: rows m0.. of x.
+// One kernel call's view: rows m0.. of x; k counts weights (a multiple of
+// 64 for the AVX-512 kernels, of 32 for the AVX2 ones).
 struct Q8View {
-  const int8_t* q;
-  const float* dl;
-  const int32_t* seed;
-  const float *s16, *s32;
-  int64_t kp, K;
+  const uint8_t* codes;
+  int64_t rs;
+  const float *s16_, *s32_, *d16_, *d32_;
+  int64_t ss, K;
+  KILN_QINLINE const uint8_t* at(int m, int64_t k, int part) const { return codes + m * rs + k / 64 * 192 + part + k % 64; }
+  KILN_QINLINE const int8_t* q(int m, int64_t k) const { return reinterpret_cast<const int8_t*>(at(m, k, 0)); }
+  KILN_QINLINE const int32_t* seed(int m, int64_t k) const { return reinterpret_cast<const int32_t*>(at(m, k, 64)); }
+  KILN_QINLINE const float* dl(int m, int64_t k) const { return reinterpret_cast<const float*>(at(m, k, 128)); }
+  KILN_QINLINE const float* s16(int m, int64_t k) const { return s16_ + m * ss + k / 16; }
+  KILN_QINLINE const float* s32(int m, int64_t k) const { return s32_ + m * ss + k / 32; }
+  KILN_QINLINE const float* d16(int m, int64_t k) const { return d16_ + m * ss + k / 16; }
+  KILN_QINLINE const float* d32(int m, int64_t k) const { return d32_ + m * ss + k / 32; }
 };
 
 Q8View view(const Q8Rows& r, int64_t m0, int64_t K) {
-  return {r.q.data() + m0 * r.kp,
-          r.dl.data() + m0 * r.kp / 4,
-          r.seed.empty() ? nullptr : r.seed.data() + m0 * r.kp / 4,
-          r.s16.data() + m0 * r.kp / 16,
-          r.s32.data() + m0 * r.kp / 32,
-          r.kp,
-          K};
+  return {r.codes + m0 * r.rs,         r.rs, r.s16.data() + m0 * r.ss, r.s32.data() + m0 * r.ss,
+          r.d16.data() + m0 * r.ss, r.d32.data() + m0 * r.ss, r.ss, K};
 }
 
 template <BlockFormat F>
@@ -161,10 +176,18 @@ constexpr bool has_bias() {
 // ---- AVX-512 VNNI decoders: 64 weights as one zmm of u8 codes ----
 
 // Super-block formats: pair g (chunks 2g and 2g + 1) of a 256-weight block.
+// scales() gives the sub-blocks' a (and b) in registers (a round trip
+// through Params' arrays costs a failed store-to-load forward per block).
 template <BlockFormat F>
 struct V256 {  // through the scalar decoder: signed codes + 128
   static constexpr int kBytes = block_layout(F).bytes, kOff = 128;
   static constexpr bool kSub16 = Dec<F>::kHalves;
+  static KILN_VNNI KILN_QINLINE void scales(const uint8_t* blk, __m512& a, __m512& b) {
+    Params p;
+    Dec<F>::params(blk, p);
+    a = kSub16 ? _mm512_loadu_ps(p.a) : _mm512_zextps256_ps512(_mm256_loadu_ps(p.a));
+    b = kSub16 ? _mm512_loadu_ps(p.b) : _mm512_zextps256_ps512(_mm256_loadu_ps(p.b));
+  }
   static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* blk, int g) {
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(Dec<F>::chunk(blk, 2 * g)), Dec<F>::chunk(blk, 2 * g + 1), 1);
     return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
@@ -175,6 +198,20 @@ template <>
 struct V256<BlockFormat::q4_k> {
   static constexpr int kBytes = 144, kOff = 0;
   static constexpr bool kSub16 = false;
+  // quant_blocks_params.h's q4_k, kept in registers.
+  static KILN_VNNI KILN_QINLINE void scales(const uint8_t* blk, __m512& a, __m512& b) {
+    const uint32_t w0 = qb::load_u32(blk + 4), w1 = qb::load_u32(blk + 8), w2 = qb::load_u32(blk + 12);
+    const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4);
+    const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4);
+    const __m128i sm = _mm_setr_epi32(static_cast<int>(w0 & 0x3F3F3F3Fu), static_cast<int>(sc_hi),
+                                      static_cast<int>(w1 & 0x3F3F3F3Fu), static_cast<int>(m_hi));
+    // Lanes 0-7 the scales, 8-15 the mins, times d and -dmin.
+    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm));
+    const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(qparams::half_at(blk)), _mm256_set1_ps(-qparams::half_at(blk + 2)), 1);
+    const __m512 ab = _mm512_mul_ps(v, dd);
+    a = ab;  // only lanes 0-7 are read
+    b = _mm512_zextps256_ps512(_mm512_extractf32x8_ps(ab, 1));
+  }
   // 32 bytes per pair: chunk 2g the low nibbles, 2g + 1 the high ones.
   static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* blk, int g) {
     const __m512i v = _mm512_broadcast_i64x4(qdec::load32(blk + 16 + 32 * g));
@@ -186,6 +223,10 @@ template <>
 struct V256<BlockFormat::q6_k> {
   static constexpr int kBytes = 210, kOff = 32;
   static constexpr bool kSub16 = true;
+  static KILN_VNNI KILN_QINLINE void scales(const uint8_t* blk, __m512& a, __m512&) {
+    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
+    a = _mm512_mul_ps(_mm512_set1_ps(qparams::half_at(blk + 208)), _mm512_cvtepi32_ps(sc));
+  }
   // Low 4 bits: 64 bytes at 64 h, shifted by 4 (g % 2); high 2 bits: 32
   // bytes at 128 + 32 h, shifted by 4 (g % 2) for chunk 2g and 2 more for
   // 2g + 1 (the layout of Dec<q6_k>::chunk).
@@ -209,8 +250,8 @@ KILN_VNNI KILN_QINLINE __m512 fma_lanes(__m512i t, __m512 sa, const float* dl, _
 template <int kOff>
 KILN_VNNI KILN_QINLINE __m512i dot64(__m512i u, const Q8View& x, int m, int64_t k) {
   __m512i s = _mm512_setzero_si512();
-  if constexpr (kOff != 0) s = _mm512_loadu_si512(x.seed + m * (x.kp / 4) + k / 4);
-  return _mm512_dpbusd_epi32(s, u, _mm512_loadu_si512(x.q + m * x.kp + k));
+  if constexpr (kOff != 0) s = _mm512_loadu_si512(x.seed(m, k));
+  return _mm512_dpbusd_epi32(s, u, _mm512_loadu_si512(x.q(m, k)));
 }
 
 template <BlockFormat F, int M>
@@ -231,29 +272,30 @@ KILN_VNNI void qmv_vnni_256(const Q8View& x, const uint8_t* w, int64_t n0, int64
     }
     for (int64_t sb = 0; sb < nb; ++sb) {
       const uint8_t* blk = row + sb * D::kBytes;
-      for (int l = 0; l < D::kBytes; l += 64) _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024 + l, _MM_HINT_T0);
-      Params p;
-      Dec<F>::params(blk, p);
-      const __m512 av = _mm512_loadu_ps(p.a);
+      __m512 av, bv, ad[M];
+      D::scales(blk, av, bv);
+      // The sub-blocks' a times x's d of the same weights, once per block.
+      for (int m = 0; m < M; ++m) {
+        ad[m] = _mm512_mul_ps(av, D::kSub16 ? _mm512_loadu_ps(x.d16(m, 256 * sb))
+                                            : _mm512_castps256_ps512(_mm256_loadu_ps(x.d32(m, 256 * sb))));
+      }
       if constexpr (kBias) {
         if constexpr (D::kSub16) {
-          const __m512 bv = _mm512_loadu_ps(p.b);
-          for (int m = 0; m < M; ++m) bias[m] = _mm512_fmadd_ps(bv, _mm512_loadu_ps(x.s16 + m * (x.kp / 16) + 16 * sb), bias[m]);
+          for (int m = 0; m < M; ++m) bias[m] = _mm512_fmadd_ps(bv, _mm512_loadu_ps(x.s16(m, 256 * sb)), bias[m]);
         } else {
-          const __m512 bv = _mm512_zextps256_ps512(_mm256_loadu_ps(p.b));
           for (int m = 0; m < M; ++m)
-            bias[m] = _mm512_fmadd_ps(bv, _mm512_zextps256_ps512(_mm256_loadu_ps(x.s32 + m * (x.kp / 32) + 8 * sb)), bias[m]);
+            bias[m] = _mm512_fmadd_ps(bv, _mm512_zextps256_ps512(_mm256_loadu_ps(x.s32(m, 256 * sb))), bias[m]);
         }
       }
 #pragma GCC unroll 4
       for (int g = 0; g < 4; ++g) {
         const __m512i u = D::pair(blk, g);
-        const __m512 sa = _mm512_permutexvar_ps(_mm512_add_epi32(sub_of_lane, _mm512_set1_epi32(D::kSub16 ? 4 * g : 2 * g)), av);
+        const __m512i lanes = _mm512_add_epi32(sub_of_lane, _mm512_set1_epi32(D::kSub16 ? 4 * g : 2 * g));
         const int64_t k = 256 * sb + 64 * g;
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
           const __m512i t = dot64<D::kOff>(u, x, m, k);
-          acc[g % A][m] = fma_lanes(t, sa, x.dl + m * (x.kp / 4) + k / 4, acc[g % A][m]);
+          acc[g % A][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(lanes, ad[m]), acc[g % A][m]);
         }
       }
     }
@@ -265,10 +307,27 @@ KILN_VNNI void qmv_vnni_256(const Q8View& x, const uint8_t* w, int64_t n0, int64
   }
 }
 
+// Q4_0 and Q8_0: one fp16 scale at the start of the block, no b.
+KILN_VNNI KILN_QINLINE __m512 scales_d16(const uint8_t* a, const uint8_t* b, float& ba, float& bb) {
+  ba = bb = 0.f;
+  const __m256i h = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(qb::load_u16(a))),
+                                      _mm_set1_epi16(static_cast<short>(qb::load_u16(b))));
+  return _mm512_cvtph_ps(h);
+}
+
 // 32-weight block formats: a pair is two blocks.
 template <BlockFormat F>
 struct V32 {  // through the scalar decoder: signed codes + 128
   static constexpr int kBytes = block_layout(F).bytes, kOff = 128;
+  // The two blocks' a in lanes 0-7 and 8-15, and their b.
+  static KILN_VNNI KILN_QINLINE __m512 scales(const uint8_t* a, const uint8_t* b, float& ba, float& bb) {
+    Params pa, pb;
+    Dec<F>::params(a, pa);
+    Dec<F>::params(b, pb);
+    ba = pa.b[0];
+    bb = pb.b[0];
+    return _mm512_insertf32x8(_mm512_set1_ps(pa.a[0]), _mm256_set1_ps(pb.a[0]), 1);
+  }
   static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* a, const uint8_t* b) {
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(Dec<F>::chunk(a, 0)), Dec<F>::chunk(b, 0), 1);
     return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
@@ -278,6 +337,9 @@ struct V32 {  // through the scalar decoder: signed codes + 128
 template <>
 struct V32<BlockFormat::q8_0> {
   static constexpr int kBytes = 34, kOff = 128;
+  static KILN_VNNI KILN_QINLINE __m512 scales(const uint8_t* a, const uint8_t* b, float& ba, float& bb) {
+    return scales_d16(a, b, ba, bb);
+  }
   static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* a, const uint8_t* b) {
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(qdec::load32(a + 2)), qdec::load32(b + 2), 1);
     return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
@@ -287,37 +349,55 @@ struct V32<BlockFormat::q8_0> {
 template <>
 struct V32<BlockFormat::q4_0> {
   static constexpr int kBytes = 18, kOff = 8;
-  // Byte j holds weight j (low nibble) and j + 16 (high): the 128-bit lanes
-  // a, a, b, b, the odd ones shifted by 4.
-  static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* a, const uint8_t* b) {
-    const __m512i ab = _mm512_castsi256_si512(_mm256_set_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2)),
-                                                               _mm_loadu_si128(reinterpret_cast<const __m128i*>(a + 2))));
-    const __m512i v = _mm512_shuffle_i64x2(ab, ab, _MM_SHUFFLE(1, 1, 0, 0));
+  // Two blocks are 36 bytes, 18 words: d at word 0 and 9, codes at words
+  // 1-8 and 10-17 (byte j holds weight j in its low nibble, j + 16 in its
+  // high one). One masked load and two word permutes give both the codes
+  // (128-bit lanes a, a, b, b, the odd ones shifted by 4) and the scales:
+  // 6 instructions, where separate loads, inserts and broadcasts take 11.
+  // Bytes past the two blocks are never used: a plain load where 64 bytes
+  // are inside w, a masked one at its end or for a lone last block.
+  static KILN_VNNI KILN_QINLINE __m512i load(const uint8_t* a, bool both, const uint8_t* end) {
+    if (both && a + 64 <= end) return _mm512_loadu_si512(a);
+    return _mm512_maskz_loadu_epi8(both ? (__mmask64{1} << 36) - 1 : (__mmask64{1} << 18) - 1, a);
+  }
+  static KILN_VNNI KILN_QINLINE __m512i codes(__m512i raw) {
+    alignas(64) static constexpr uint16_t kIdx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  1,  2,  3,  4,  5,  6,  7,  8,
+                                                      10, 11, 12, 13, 14, 15, 16, 17, 10, 11, 12, 13, 14, 15, 16, 17};
+    const __m512i v = _mm512_permutexvar_epi16(_mm512_load_si512(kIdx), raw);
     return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
+  }
+  static KILN_VNNI KILN_QINLINE __m512 scales(__m512i raw) {
+    alignas(64) static constexpr uint16_t kIdx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9};
+    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(kIdx), raw)));
   }
 };
 
 // Blocks b0 and b1 (b1 = b0 for the last block of an odd count: x's padding
 // makes its half zero).
 template <BlockFormat F, int M>
-KILN_VNNI KILN_QINLINE void step_vnni_32(const uint8_t* row, const Q8View& x, int64_t b0, int64_t b1, __m512 (&acc)[M],
-                                         float (&bias)[M]) {
+KILN_VNNI KILN_QINLINE void step_vnni_32(const uint8_t* row, const uint8_t* end, const Q8View& x, int64_t b0, int64_t b1,
+                                         __m512 (&acc)[M], float (&bias)[M]) {
   using D = V32<F>;
   const uint8_t *ba = row + b0 * D::kBytes, *bb = row + b1 * D::kBytes;
-  _mm_prefetch(reinterpret_cast<const char*>(ba) + 1024, _MM_HINT_T0);
-  Params pa, pb;
-  Dec<F>::params(ba, pa);
-  Dec<F>::params(bb, pb);
-  const __m512 sa = _mm512_insertf32x8(_mm512_set1_ps(pa.a[0]), _mm256_set1_ps(pb.a[0]), 1);
-  const __m512i u = D::pair(ba, bb);
+  float bias_a = 0.f, bias_b = 0.f;
+  __m512 sa;
+  __m512i u;
+  if constexpr (F == BlockFormat::q4_0) {  // b1 is b0 + 1 or b0 itself
+    const __m512i raw = D::load(ba, b1 != b0, end);
+    sa = D::scales(raw);
+    u = D::codes(raw);
+  } else {
+    sa = D::scales(ba, bb, bias_a, bias_b);
+    u = D::pair(ba, bb);
+  }
   const int64_t k = 32 * b0;
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m) {
     const __m512i t = dot64<D::kOff>(u, x, m, k);
-    acc[m] = fma_lanes(t, sa, x.dl + m * (x.kp / 4) + k / 4, acc[m]);
+    acc[m] = fma_lanes(t, sa, x.dl(m, k), acc[m]);
     if constexpr (has_bias<F>()) {
-      bias[m] += pa.b[0] * x.s32[m * (x.kp / 32) + b0];
-      if (b1 != b0) bias[m] += pb.b[0] * x.s32[m * (x.kp / 32) + b1];
+      bias[m] += bias_a * *x.s32(m, 32 * b0);
+      if (b1 != b0) bias[m] += bias_b * *x.s32(m, 32 * b1);
     }
   }
 }
@@ -326,6 +406,7 @@ template <BlockFormat F, int M>
 KILN_VNNI void qmv_vnni_32(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
   constexpr int A = M == 1 ? 2 : 1;
   const int64_t nb = x.K / 32, row_bytes = nb * V32<F>::kBytes;
+  const uint8_t* end = w + N * row_bytes;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w + n * row_bytes;
     __m512 acc[A][M];
@@ -337,10 +418,10 @@ KILN_VNNI void qmv_vnni_32(const Q8View& x, const uint8_t* w, int64_t n0, int64_
     int64_t b = 0;
     for (; b + 2 * A <= nb; b += 2 * A) {
 #pragma GCC unroll 2
-      for (int u = 0; u < A; ++u) step_vnni_32<F, M>(row, x, b + 2 * u, b + 2 * u + 1, acc[u], bias);
+      for (int u = 0; u < A; ++u) step_vnni_32<F, M>(row, end, x, b + 2 * u, b + 2 * u + 1, acc[u], bias);
     }
-    for (; b + 2 <= nb; b += 2) step_vnni_32<F, M>(row, x, b, b + 1, acc[0], bias);
-    if (b < nb) step_vnni_32<F, M>(row, x, b, b, acc[0], bias);
+    for (; b + 2 <= nb; b += 2) step_vnni_32<F, M>(row, end, x, b, b + 1, acc[0], bias);
+    if (b < nb) step_vnni_32<F, M>(row, end, x, b, b, acc[0], bias);
     for (int m = 0; m < M; ++m) {
       __m512 s = acc[0][m];
       if (A == 2) s = _mm512_add_ps(s, acc[A - 1][m]);
@@ -358,8 +439,6 @@ void qmv_avx2_i8(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, floa
   constexpr int kSubs = D::kHalves ? 2 * C : C;  // (a, b) pairs per block
   constexpr int A = M == 1 ? 2 : 1;
   const int64_t nb = x.K / D::kBlock, row_bytes = nb * D::kBytes;
-  const float* sx = D::kHalves ? x.s16 : x.s32;
-  const int64_t sx_row = D::kHalves ? x.kp / 16 : x.kp / 32;
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w + n * row_bytes;
@@ -370,12 +449,11 @@ void qmv_avx2_i8(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, floa
     }
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* blk = row + b * D::kBytes;
-      _mm_prefetch(reinterpret_cast<const char*>(blk) + 1024, _MM_HINT_T0);
       Params p;
       D::params(blk, p);
       if constexpr (has_bias<F>()) {
         for (int m = 0; m < M; ++m) {
-          const float* s = sx + m * sx_row + b * kSubs;
+          const float* s = D::kHalves ? x.s16(m, b * D::kBlock) : x.s32(m, b * D::kBlock);
           if constexpr (kSubs >= 8) {
             for (int j = 0; j < kSubs; j += 8) bias[m] = _mm256_fmadd_ps(_mm256_loadu_ps(p.b + j), _mm256_loadu_ps(s + j), bias[m]);
           } else {
@@ -393,9 +471,9 @@ void qmv_avx2_i8(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, floa
         const int64_t k = b * D::kBlock + 32 * c;
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
-          const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q + m * x.kp + k));
+          const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q(m, k)));
           const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(as, _mm256_sign_epi8(qv, s)), ones16);
-          const __m256 sd = _mm256_mul_ps(sa, _mm256_loadu_ps(x.dl + m * (x.kp / 4) + k / 4));
+          const __m256 sd = _mm256_mul_ps(sa, _mm256_loadu_ps(x.dl(m, k)));
           acc[u][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), sd, acc[u][m]);
         }
       }
