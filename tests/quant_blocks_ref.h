@@ -13,11 +13,22 @@
 #include <cmath>
 #include <vector>
 
+#include "backend/cpu/quant_blocks_cpu.h"
 #include "core/quantize_blocks.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 
 namespace kiln::test {
+
+// While alive, block-format products on the CPU take x as it is (the float
+// kernels): for comparisons whose subject is not the 8-bit rounding of x
+// (the GPU against the CPU, a quantized model against its dequantized copy).
+struct CpuBlockXExact {
+  CpuBlockXExact() { cpu::set_block_x_int8_override(0); }
+  ~CpuBlockXExact() { cpu::set_block_x_int8_override(-1); }
+  CpuBlockXExact(const CpuBlockXExact&) = delete;
+  CpuBlockXExact& operator=(const CpuBlockXExact&) = delete;
+};
 
 // x (row-major, rows a multiple of 32 long) rounded as the CPU rounds it;
 // d (optional) gets each block's scale.
