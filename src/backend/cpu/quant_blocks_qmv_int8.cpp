@@ -15,16 +15,17 @@
 // d), and 64 weights of a row cost one vpdpbusd (u8 codes times x's s8
 // codes, 16 int32 sums of 4 products) and three float operations per row
 // of x: convert, multiply the per-lane weight scale a by x's d, FMA.
-// - The codes stay unsigned (u = q_w + off, w = a (u - off) + b): the
-//   offset's share, -off * (sum of x's 4 codes of a lane), is precomputed
-//   per call and is vpdpbusd's accumulator input (Q4_0 off 8, Q6_K 32,
-//   Q8_0 128 after an xor, Q4_K 0). Sub-block offsets b (Q4_K's mins)
-//   multiply d * sum q per sub-block, also precomputed: one 8- or 16-wide
-//   FMA per super-block.
+// - Unsigned codes stay unsigned (u = q_w + off, w = a (u - off) + b): the
+//   offset's share, -off * (sum of x's codes under one weight scale), is
+//   precomputed per call and enters as vpdpbusd's accumulator input (Q4_0
+//   off 8, Q6_K 32, Q4_K 0). Signed codes (Q8_0, the scalar-decoded
+//   formats) go as |c| against x's codes with c's sign. Sub-block offsets
+//   b (Q4_K's mins) multiply d * sum q per sub-block, also precomputed: one
+//   8- or 16-wide FMA per super-block.
 // - Per-format decoders (V256 / V32) bring 64 weights to one zmm of u8
 //   codes with two to six instructions; the formats without one (Q4_1,
 //   Q5_0, Q5_1, Q2_K, Q3_K, Q5_K) take the scalar decoder of
-//   quant_blocks_dec.h, correct and slower, with off 128.
+//   quant_blocks_dec.h, correct and slower.
 // - AVX2 (no VNNI, or KILN_CPU_TARGET=avx2): 32 weights per step through
 //   vpmaddubsw on |q_w| and x's codes with q_w's sign (exact: |products
 //   pair| <= 2 * 128 * 127 < 2^15), then vpmaddwd: the same lanes of 4.
@@ -34,8 +35,9 @@
 // against that product in float64).
 // Threads split N (each streams its own rows of w, one sequential stream the
 // hardware prefetcher follows: a software prefetch 1-4 KB ahead measured no
-// better and costs issue slots); x's codes (K bytes, plus 8 bytes per 4
-// codes of seeds and scales, 3 K in all per row) stay in L1/L2.
+// better and costs issue slots); x's codes (K bytes per row, plus ~K / 4
+// of per-16 and per-32 scales and sums) stay in L1/L2, and what the kernels
+// read of x per weight is kept small (Q8Rows).
 // Measured on a 2-core Zen 5 (docs/performance.md, session 17): one core
 // runs ~35 G weights/s of every format from L3 (Q4_0 / Q4_K 19 GB/s, Q8_0
 // 38), the float kernels 9-22 GB/s.
@@ -98,49 +100,50 @@ KILN_QINLINE float round_block(const float* x, int8_t* q) {
   return amax / 127.f;
 }
 
-// The rows of x as the kernels read them. Per 64 codes (a pair of blocks)
-// 192 bytes: the codes, the 16 seeds (-off * sum of a lane's 4 codes; AVX-512
-// only) and the 16 lanes' d, so a row streams through one array. Rows are
-// 64 bytes more than a multiple of the pair size apart: with K a power of
-// two, rows (and separate arrays) 4 KB apart share L1 sets, and 8 rows of
-// codes, seeds and scales overflow a set's 12 ways (a measured 8x).
+// The rows of x as the kernels read them: the codes, row after row, and
+// per 16 and per 32 codes their d, d * sum q (for sub-block offsets b) and
+// the seed -off * sum q (AVX-512: an offset's share, added in lane 0 of
+// the lanes that share a scale). Rows are 64 bytes more than a multiple of
+// 64 apart: rows 4 KB apart (K a power of two) share L1 sets (a measured
+// 8x at M = 8). Per 64 weights a kernel reads 64 bytes of codes and 8-16 of
+// the small arrays: x's share of the L1 misses stays small next to w's
+// (per-lane copies of d and the seeds, 192 bytes per 64 weights, cost Q4_0
+// a third of its bandwidth at K = 8192).
 struct Q8Rows {
-  int64_t rs = 0, ss = 0;  // bytes per row of codes; floats per row of the small arrays
-  std::vector<uint8_t> buf;
-  uint8_t* codes = nullptr;  // 64-byte aligned in buf
-  std::vector<float> s16;    // [M][ss]: d * (sum of 16 codes), for sub-block offsets b
-  std::vector<float> s32;
-  std::vector<float> d16;    // [M][ss]: d of each 16 codes
-  std::vector<float> d32;
+  int64_t rs = 0, ss = 0;  // bytes per row of codes; entries per row of the small arrays
+  std::vector<int8_t> buf;
+  int8_t* q = nullptr;  // 64-byte aligned in buf
+  std::vector<float> s16, s32, d16, d32;
+  std::vector<int32_t> o16, o32;
 };
 
 void quantize_rows(const float* x, int64_t M, int64_t K, int off, Q8Rows& r) {
-  const int64_t pairs = (K + 63) / 64;
-  r.rs = pairs * 192 + 64;
-  r.ss = pairs * 4 + 16;
+  const int64_t kp = (K + 63) / 64 * 64;
+  r.rs = kp + 64;
+  r.ss = kp / 16 + 16;
   r.buf.assign(M * r.rs + 64, 0);
-  r.codes = r.buf.data() + (64 - reinterpret_cast<uintptr_t>(r.buf.data()) % 64) % 64;
+  r.q = r.buf.data() + (64 - reinterpret_cast<uintptr_t>(r.buf.data()) % 64) % 64;
   for (auto* v : {&r.s16, &r.s32, &r.d16, &r.d32}) v->assign(M * r.ss, 0.f);
+  for (auto* v : {&r.o16, &r.o32}) v->assign(M * r.ss, 0);
   const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
   for (int64_t m = 0; m < M; ++m) {
     for (int64_t b = 0; b < K / 32; ++b) {
-      uint8_t* pair = r.codes + m * r.rs + b / 2 * 192 + 32 * (b % 2);
-      int8_t* q = reinterpret_cast<int8_t*>(pair);
+      int8_t* q = r.q + m * r.rs + 32 * b;
       const float d = round_block(x + m * K + 32 * b, q);
       // Sums of 4 codes (exact in int32): u8 ones times the s8 codes.
       const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
       const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qv), ones16);
       alignas(32) int32_t l[8];
       _mm256_store_si256(reinterpret_cast<__m256i*>(l), s4);
-      if (off) _mm256_storeu_si256(reinterpret_cast<__m256i*>(pair + 64), _mm256_mullo_epi32(s4, _mm256_set1_epi32(-off)));
-      _mm256_storeu_ps(reinterpret_cast<float*>(pair + 128), _mm256_set1_ps(d));
       const int h0 = l[0] + l[1] + l[2] + l[3], h1 = l[4] + l[5] + l[6] + l[7];
-      float* s16 = r.s16.data() + m * r.ss + 2 * b;
-      s16[0] = d * static_cast<float>(h0);
-      s16[1] = d * static_cast<float>(h1);
-      r.s32[m * r.ss + b] = d * static_cast<float>(h0 + h1);
-      float* d16 = r.d16.data() + m * r.ss + 2 * b;
-      d16[0] = d16[1] = r.d32[m * r.ss + b] = d;
+      const int64_t i16 = m * r.ss + 2 * b, i32 = m * r.ss + b;
+      r.s16[i16] = d * static_cast<float>(h0);
+      r.s16[i16 + 1] = d * static_cast<float>(h1);
+      r.s32[i32] = d * static_cast<float>(h0 + h1);
+      r.d16[i16] = r.d16[i16 + 1] = r.d32[i32] = d;
+      r.o16[i16] = -off * h0;
+      r.o16[i16 + 1] = -off * h1;
+      r.o32[i32] = -off * (h0 + h1);
     }
   }
 }
@@ -148,23 +151,24 @@ void quantize_rows(const float* x, int64_t M, int64_t K, int off, Q8Rows& r) {
 // One kernel call's view: rows m0.. of x; k counts weights (a multiple of
 // 64 for the AVX-512 kernels, of 32 for the AVX2 ones).
 struct Q8View {
-  const uint8_t* codes;
+  const int8_t* q_;
   int64_t rs;
   const float *s16_, *s32_, *d16_, *d32_;
+  const int32_t *o16_, *o32_;
   int64_t ss, K;
-  KILN_QINLINE const uint8_t* at(int m, int64_t k, int part) const { return codes + m * rs + k / 64 * 192 + part + k % 64; }
-  KILN_QINLINE const int8_t* q(int m, int64_t k) const { return reinterpret_cast<const int8_t*>(at(m, k, 0)); }
-  KILN_QINLINE const int32_t* seed(int m, int64_t k) const { return reinterpret_cast<const int32_t*>(at(m, k, 64)); }
-  KILN_QINLINE const float* dl(int m, int64_t k) const { return reinterpret_cast<const float*>(at(m, k, 128)); }
+  KILN_QINLINE const int8_t* q(int m, int64_t k) const { return q_ + m * rs + k; }
   KILN_QINLINE const float* s16(int m, int64_t k) const { return s16_ + m * ss + k / 16; }
   KILN_QINLINE const float* s32(int m, int64_t k) const { return s32_ + m * ss + k / 32; }
   KILN_QINLINE const float* d16(int m, int64_t k) const { return d16_ + m * ss + k / 16; }
   KILN_QINLINE const float* d32(int m, int64_t k) const { return d32_ + m * ss + k / 32; }
+  KILN_QINLINE const int32_t* o16(int m, int64_t k) const { return o16_ + m * ss + k / 16; }
+  KILN_QINLINE const int32_t* o32(int m, int64_t k) const { return o32_ + m * ss + k / 32; }
 };
 
 Q8View view(const Q8Rows& r, int64_t m0, int64_t K) {
-  return {r.codes + m0 * r.rs,         r.rs, r.s16.data() + m0 * r.ss, r.s32.data() + m0 * r.ss,
-          r.d16.data() + m0 * r.ss, r.d32.data() + m0 * r.ss, r.ss, K};
+  const int64_t o = m0 * r.ss;
+  return {r.q + m0 * r.rs,    r.rs,           r.s16.data() + o, r.s32.data() + o, r.d16.data() + o,
+          r.d32.data() + o, r.o16.data() + o, r.o32.data() + o, r.ss,             K};
 }
 
 template <BlockFormat F>
@@ -180,7 +184,8 @@ constexpr bool has_bias() {
 // through Params' arrays costs a failed store-to-load forward per block).
 template <BlockFormat F>
 struct V256 {  // through the scalar decoder: signed codes + 128
-  static constexpr int kBytes = block_layout(F).bytes, kOff = 128;
+  static constexpr int kBytes = block_layout(F).bytes, kOff = 0;
+  static constexpr bool kSigned = true;
   static constexpr bool kSub16 = Dec<F>::kHalves;
   static KILN_VNNI KILN_QINLINE void scales(const uint8_t* blk, __m512& a, __m512& b) {
     Params p;
@@ -190,13 +195,14 @@ struct V256 {  // through the scalar decoder: signed codes + 128
   }
   static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* blk, int g) {
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(Dec<F>::chunk(blk, 2 * g)), Dec<F>::chunk(blk, 2 * g + 1), 1);
-    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return v;
   }
 };
 
 template <>
 struct V256<BlockFormat::q4_k> {
   static constexpr int kBytes = 144, kOff = 0;
+  static constexpr bool kSigned = false;
   static constexpr bool kSub16 = false;
   // quant_blocks_params.h's q4_k, kept in registers.
   static KILN_VNNI KILN_QINLINE void scales(const uint8_t* blk, __m512& a, __m512& b) {
@@ -222,6 +228,7 @@ struct V256<BlockFormat::q4_k> {
 template <>
 struct V256<BlockFormat::q6_k> {
   static constexpr int kBytes = 210, kOff = 32;
+  static constexpr bool kSigned = false;
   static constexpr bool kSub16 = true;
   static KILN_VNNI KILN_QINLINE void scales(const uint8_t* blk, __m512& a, __m512&) {
     const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
@@ -241,17 +248,42 @@ struct V256<BlockFormat::q6_k> {
   }
 };
 
-// x's lane scales times the weights' scales, one FMA into acc.
-KILN_VNNI KILN_QINLINE __m512 fma_lanes(__m512i t, __m512 sa, const float* dl, __m512 acc) {
-  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sa, _mm512_loadu_ps(dl)), acc);
+// Row m's 16 lane sums of the weights' codes u times x's codes from k on.
+// Unsigned codes (w = a (u - off) + b) start from the offset's share,
+// -off * sum q, in the first lane of each group of lanes that share a scale
+// (lanes 0, 4, 8, 12 where 16 weights do, else 0 and 8; a 4- or 8-byte load
+// and a masked permute: per-lane seeds cost a 64-byte load, and x's bytes
+// per weight are what Q4_0 at large K runs out of). The offset stays small
+// next to the lanes' own sums (off 8 or 32 against codes up to 15 or 63),
+// so float32's cancellation in the lane sum costs nothing measurable.
+// Signed codes (Q8_0, and the scalar-decoded formats) go as |c| times x's
+// codes negated where c < 0 (vpdpbusd is u8 x s8), with no offset.
+template <int kOff, bool kSub16, bool kSigned>
+KILN_VNNI KILN_QINLINE __m512i dot64(__m512i u, const Q8View& x, int m, int64_t k) {
+  const __m512i qx = _mm512_loadu_si512(x.q(m, k));
+  if constexpr (kSigned) {
+    const __mmask64 neg = _mm512_movepi8_mask(u);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(u), _mm512_mask_sub_epi8(qx, neg, _mm512_setzero_si512(), qx));
+  }
+  __m512i s = _mm512_setzero_si512();
+  if constexpr (kOff != 0) {
+    if constexpr (kSub16) {
+      const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.o16(m, k)));
+      s = _mm512_maskz_permutexvar_epi32(0x1111, _mm512_setr_epi32(0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0),
+                                         _mm512_castsi128_si512(o));
+    } else {
+      const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.o32(m, k)));
+      s = _mm512_maskz_permutexvar_epi32(0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+                                         _mm512_castsi128_si512(o));
+    }
+  }
+  return _mm512_dpbusd_epi32(s, u, qx);
 }
 
-// Row m's 16 lane sums of u times x's codes from k on, plus the seeds.
-template <int kOff>
-KILN_VNNI KILN_QINLINE __m512i dot64(__m512i u, const Q8View& x, int m, int64_t k) {
-  __m512i s = _mm512_setzero_si512();
-  if constexpr (kOff != 0) s = _mm512_loadu_si512(x.seed(m, k));
-  return _mm512_dpbusd_epi32(s, u, _mm512_loadu_si512(x.q(m, k)));
+// Two floats as lanes 0-7 and 8-15.
+KILN_VNNI KILN_QINLINE __m512 two_halves(const float* p) {
+  const __m128 v = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(p)));
+  return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1), _mm512_castps128_ps512(v));
 }
 
 template <BlockFormat F, int M>
@@ -294,7 +326,7 @@ KILN_VNNI void qmv_vnni_256(const Q8View& x, const uint8_t* w, int64_t n0, int64
         const int64_t k = 256 * sb + 64 * g;
 #pragma GCC unroll 8
         for (int m = 0; m < M; ++m) {
-          const __m512i t = dot64<D::kOff>(u, x, m, k);
+          const __m512i t = dot64<D::kOff, D::kSub16, D::kSigned>(u, x, m, k);
           acc[g % A][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_permutexvar_ps(lanes, ad[m]), acc[g % A][m]);
         }
       }
@@ -318,7 +350,8 @@ KILN_VNNI KILN_QINLINE __m512 scales_d16(const uint8_t* a, const uint8_t* b, flo
 // 32-weight block formats: a pair is two blocks.
 template <BlockFormat F>
 struct V32 {  // through the scalar decoder: signed codes + 128
-  static constexpr int kBytes = block_layout(F).bytes, kOff = 128;
+  static constexpr int kBytes = block_layout(F).bytes, kOff = 0;
+  static constexpr bool kSigned = true;
   // The two blocks' a in lanes 0-7 and 8-15, and their b.
   static KILN_VNNI KILN_QINLINE __m512 scales(const uint8_t* a, const uint8_t* b, float& ba, float& bb) {
     Params pa, pb;
@@ -330,25 +363,27 @@ struct V32 {  // through the scalar decoder: signed codes + 128
   }
   static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* a, const uint8_t* b) {
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(Dec<F>::chunk(a, 0)), Dec<F>::chunk(b, 0), 1);
-    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return v;
   }
 };
 
 template <>
 struct V32<BlockFormat::q8_0> {
-  static constexpr int kBytes = 34, kOff = 128;
+  static constexpr int kBytes = 34, kOff = 0;
+  static constexpr bool kSigned = true;
   static KILN_VNNI KILN_QINLINE __m512 scales(const uint8_t* a, const uint8_t* b, float& ba, float& bb) {
     return scales_d16(a, b, ba, bb);
   }
   static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* a, const uint8_t* b) {
     const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(qdec::load32(a + 2)), qdec::load32(b + 2), 1);
-    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+    return v;
   }
 };
 
 template <>
 struct V32<BlockFormat::q4_0> {
   static constexpr int kBytes = 18, kOff = 8;
+  static constexpr bool kSigned = false;
   // Two blocks are 36 bytes, 18 words: d at word 0 and 9, codes at words
   // 1-8 and 10-17 (byte j holds weight j in its low nibble, j + 16 in its
   // high one). One masked load and two word permutes give both the codes
@@ -393,8 +428,8 @@ KILN_VNNI KILN_QINLINE void step_vnni_32(const uint8_t* row, const uint8_t* end,
   const int64_t k = 32 * b0;
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m) {
-    const __m512i t = dot64<D::kOff>(u, x, m, k);
-    acc[m] = fma_lanes(t, sa, x.dl(m, k), acc[m]);
+    const __m512i t = dot64<D::kOff, false, D::kSigned>(u, x, m, k);
+    acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sa, two_halves(x.d32(m, k))), acc[m]);
     if constexpr (has_bias<F>()) {
       bias[m] += bias_a * *x.s32(m, 32 * b0);
       if (b1 != b0) bias[m] += bias_b * *x.s32(m, 32 * b1);
@@ -473,7 +508,7 @@ void qmv_avx2_i8(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, floa
         for (int m = 0; m < M; ++m) {
           const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.q(m, k)));
           const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(as, _mm256_sign_epi8(qv, s)), ones16);
-          const __m256 sd = _mm256_mul_ps(sa, _mm256_loadu_ps(x.dl(m, k)));
+          const __m256 sd = _mm256_mul_ps(sa, _mm256_set1_ps(*x.d32(m, k)));
           acc[u][m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), sd, acc[u][m]);
         }
       }
@@ -540,7 +575,7 @@ int vnni_offset(BlockFormat f) {
     case BlockFormat::q8_0: return V32<BlockFormat::q8_0>::kOff;
     case BlockFormat::q4_k: return V256<BlockFormat::q4_k>::kOff;
     case BlockFormat::q6_k: return V256<BlockFormat::q6_k>::kOff;
-    default: return 128;
+    default: return 0;
   }
 }
 
