@@ -542,7 +542,7 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
 // llama.cpp's block formats (mode "q4_0", "q8_0", "q4_k", "q6_k", ...) on
 // the CPU round x to 8 bits first, as llama.cpp's CPU backend does: a
 // deliberate difference from a float product, for integer dot products that
-// run at memory bandwidth (twice the speed of the float kernels). Each 32
+// run at memory bandwidth (1.5-2.6 times the float kernels' speed). Each 32
 // values of a row of float32, float16 or bfloat16 x become d * q with
 // q = round_half_even(x * 127 / amax) and d = amax / 127 (amax = max |x| of
 // the 32; computed in float32), so each output moves by at most

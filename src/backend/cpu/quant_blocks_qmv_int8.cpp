@@ -39,8 +39,9 @@
 // of per-16 and per-32 scales and sums) stay in L1/L2, and what the kernels
 // read of x per weight is kept small (Q8Rows).
 // Measured on a 2-core Zen 5 (docs/performance.md, session 17): one core
-// runs ~35 G weights/s of every format from L3 (Q4_0 / Q4_K 19 GB/s, Q8_0
-// 38), the float kernels 9-22 GB/s.
+// runs 30-35 G weights/s of every format from L3 (Q4_0 16.5 GB/s, Q4_K
+// 19.5, Q6_K 27, Q8_0 32), the float kernels 8-22 GB/s; two cores stream
+// Q4_K, Q6_K and Q8_0 at DRAM bandwidth, Q4_0 at ~0.8 of it.
 #include <immintrin.h>
 
 #include <algorithm>
