@@ -17,6 +17,7 @@
 #include "kiln/io.h"
 #include "kiln/kiln.h"
 #include "kiln/llm.h"
+#include "quant_blocks_ref.h"
 
 using namespace kiln;
 
@@ -89,6 +90,11 @@ TEST(LlmCli, BenchLlmPrintsPpAndTgRows) {
 }
 
 TEST(LlmCli, ConvertRoundTripsThroughGguf) {
+  // In this process, the block formats' products take x as it is: the q8_0
+  // file is compared with its float copy written back, weights only (the
+  // CPU's default 8-bit rounding of x has its bounds in
+  // test_quant_blocks_int8.cpp).
+  test::CpuBlockXExact exact_x;
   // A random Llama with GQA in Hugging Face layout.
   llm::ModelConfig c;
   c.vocab_size = 96;

@@ -3,8 +3,10 @@
 //   random blocks, edge cases included, and their decoded floats);
 // - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 encode to gguf-py's quantizers' bytes;
 //   the K formats (no quantizer in gguf-py) are checked by their error;
-// - quantized_matmul against a float64 product with the decoded weights, for
-//   the fused QMV (<= 8 rows) and the tiled GEMM path, strided and batched x;
+// - quantized_matmul against a float64 product with the decoded weights (and
+//   x rounded to 8 bits as the CPU rounds it: quant_blocks_ref.h), for the
+//   fused QMV (<= 8 rows) and the tiled GEMM path, strided and batched x
+//   (the 8-bit path's own cases: test_quant_blocks_int8.cpp);
 // - transformations and argument errors.
 // The gguf comparisons skip when python3, numpy or gguf is missing.
 #include <gtest/gtest.h>
@@ -18,7 +20,9 @@
 #include <vector>
 
 #include "core/block_format.h"
+#include "backend/cpu/quant_blocks_cpu.h"
 #include "core/quantize_blocks.h"
+#include "quant_blocks_ref.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -226,31 +230,26 @@ TEST(QuantBlocks, KQuantsRoundTripError) {
 // Weights of the formats from random floats.
 array random_blocks(const std::string& mode, int n, int k) { return quantize(test::random_array({n, k}), mode); }
 
-// y[r, j] = sum_k x[r, k] * w[j, k] in double; x rows flattened.
+// y[r, j] = sum_k x[r, k] * w[j, k] in double; x rows flattened, rounded
+// to 8 bits as the CPU rounds them where it does (quant_blocks_ref.h).
+bool rounded(const array& x) { return test::rounds_x(x) && cpu::block_x_int8(); }
 std::vector<double> reference(const array& x, const array& wq, const std::string& mode) {
-  std::vector<double> xd = test::to_double(x), wd = test::to_double(dequantize(wq, mode));
-  int64_t k = x.shape(-1), n = wq.shape(0), rows = static_cast<int64_t>(x.size()) / k;
-  std::vector<double> y(rows * n);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t i = 0; i < k; ++i) s += xd[r * k + i] * wd[j * k + i];
-      y[r * n + j] = s;
-    }
-  return y;
+  return test::block_product(test::to_double(x), x.shape(-1), wq, mode, rounded(x));
 }
 
-// |error| relative to sum |x| |w|: float32 accumulation of k terms.
+// |error| relative to sum |x| |w| (x as the kernels see it): float32
+// accumulation of k terms.
 ::testing::AssertionResult close_product(const array& got, const array& x, const array& wq, const std::string& mode,
                                          double rtol) {
   std::vector<double> want = reference(x, wq, mode);
-  std::vector<double> xa = test::to_double(abs(x)), wa = test::to_double(abs(dequantize(wq, mode)));
+  std::vector<double> xa = test::to_double(x), wa = test::to_double(abs(dequantize(wq, mode)));
+  if (rounded(x)) xa = test::round_x8(xa);
   std::vector<double> g = test::to_double(got);
   int64_t k = x.shape(-1), n = wq.shape(0);
   for (size_t i = 0; i < want.size(); ++i) {
     int64_t r = i / n, j = i % n;
     double mag = 0;
-    for (int64_t t = 0; t < k; ++t) mag += xa[r * k + t] * wa[j * k + t];
+    for (int64_t t = 0; t < k; ++t) mag += std::fabs(xa[r * k + t]) * wa[j * k + t];
     if (!(std::fabs(g[i] - want[i]) <= rtol * mag + 1e-30)) {
       return ::testing::AssertionFailure() << "element " << i << ": got " << g[i] << ", want " << want[i]
                                            << " (scale " << mag << ")";
@@ -343,16 +342,18 @@ TEST(QuantBlocks, Transformations) {
   // jvp: the product with the tangent.
   array t = test::random_array({3, 256});
   auto [jo, jt] = jvp([&](const std::vector<array>& in) { return std::vector<array>{qmm(in[0], w, mode)}; }, {x}, {t});
-  EXPECT_TRUE(test::all_close(jt[0], test::to_double(matmul(t, transpose(wd))), 1e-5, 1e-5));
+  EXPECT_TRUE(close_product(jt[0], t, w, mode, 1e-5));
   // vmap over x's middle axis and over a batch of weights.
   array xb = test::random_array({3, 4, 256});
   array yv = vmap([&](const array& a) { return qmm(a, w, mode); }, 1)(xb);
-  EXPECT_TRUE(test::all_close(yv, test::to_double(moveaxis(matmul(xb, transpose(wd)), 1, 0)), 1e-5, 1e-5));
+  EXPECT_TRUE(close_product(reshape(yv, {12, 11}), reshape(moveaxis(xb, 1, 0), {12, 256}), w, mode, 1e-5));
   array ws = stack({w, random_blocks(mode, 11, 256)});
   array yw = vmap([&](const array& a, const array& b) { return qmm(a, b, mode); }, -1, 0)(x, ws);
+  // (Mapped weights are decoded and go through matmul: x is not rounded.)
   for (int i = 0; i < 2; ++i) {
     array wi = take(ws, array(i), 0);
-    EXPECT_TRUE(test::all_close(take(yw, array(i), 0), test::to_double(qmm(x, wi, mode)), 1e-5, 1e-5));
+    EXPECT_TRUE(test::all_close(take(yw, array(i), 0), test::block_product(test::to_double(x), 256, wi, mode, false),
+                                1e-5, 1e-5));
   }
   array yd = vmap([&](const array& a) { return dequantize(a, mode); }, 0)(ws);
   EXPECT_TRUE(test::all_close(take(yd, array(1), 0), test::to_double(dequantize(take(ws, array(1), 0), mode)), 0.0));

@@ -539,6 +539,18 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
 // batch axes broadcasts against x's batch axes (x needs at least 3 axes
 // then; MLX leaves that case undefined). The microscaling modes take no
 // biases and compute in x's dtype (accumulating in float32).
+// llama.cpp's block formats (mode "q4_0", "q8_0", "q4_k", "q6_k", ...) on
+// the CPU round x to 8 bits first, as llama.cpp's CPU backend does: a
+// deliberate difference from a float product, for integer dot products that
+// run at memory bandwidth (1.5-2.6 times the float kernels' speed). Each 32
+// values of a row of float32, float16 or bfloat16 x become d * q with
+// q = round_half_even(x * 127 / amax) and d = amax / 127 (amax = max |x| of
+// the 32; computed in float32), so each output moves by at most
+// sum_i (d_i / 2) |w_i| (about 0.4% of amax per term) beyond float32
+// rounding; a block holding NaN or inf makes its row NaN. Every row count
+// rounds the same way. float64 x is not rounded, nor is x on the GPU or
+// under vmap over the weights; KILN_BLOCK_X=float (read once) keeps the
+// CPU's float kernels.
 array quantized_matmul(const array& x, const array& w, const array& scales,
                        const std::optional<array>& biases = std::nullopt, bool transpose = true,
                        std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,

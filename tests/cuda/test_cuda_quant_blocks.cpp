@@ -16,6 +16,7 @@
 #include "core/block_format.h"
 #include "core/quantize_blocks.h"
 #include "kiln/kiln.h"
+#include "quant_blocks_ref.h"
 #include "test_util.h"
 
 namespace kiln::test {
@@ -36,6 +37,10 @@ class GpuBlocks : public ::testing::Test {
   void SetUp() override {
     if (!is_available(Device::gpu)) GTEST_SKIP() << "no GPU available for the cuda suite";
   }
+  // The GPU multiplies x as it is: the CPU side too (its default 8-bit
+  // rounding of x is checked against the GPU within its bound by the op
+  // harness's gpu check).
+  CpuBlockXExact exact_x_;
 };
 
 uint32_t bits_of(float f) {

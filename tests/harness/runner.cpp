@@ -111,7 +111,8 @@ namespace {
 using test::Layout;
 
 // A failed comparison's message, or empty.
-std::string compare(const std::vector<double>& got, const std::vector<double>& want, double rtol) {
+std::string compare(const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                    const std::vector<double>* slack = nullptr) {
   if (got.size() != want.size()) {
     return "size " + std::to_string(got.size()) + " != " + std::to_string(want.size());
   }
@@ -125,7 +126,7 @@ std::string compare(const std::vector<double>& got, const std::vector<double>& w
     // Relative to the element, with an absolute floor at the output's scale
     // (cancellation in sums and differences).
     double err = std::fabs(got[i] - want[i]);
-    if (!(err <= rtol * (std::fabs(want[i]) + scale))) {
+    if (!(err <= rtol * (std::fabs(want[i]) + scale) + (slack ? (*slack)[i] : 0.0))) {
       std::ostringstream os;
       os << "element " << i << ": got " << got[i] << ", want " << want[i] << " (rtol " << rtol << ")";
       return os.str();
@@ -270,11 +271,14 @@ std::string check_gpu(const Case& c, const Arrays& xs, const Arrays& cpu) {
     eval(gpu);
   }
   std::string where = " [" + describe_inputs(xs) + "]";
+  std::vector<std::vector<double>> slack;
+  if (c.gpu_slack) slack = c.gpu_slack(as_f64(c, xs));
   for (size_t o = 0; o < gpu.size(); ++o) {
     if (gpu[o].shape() != cpu[o].shape() || gpu[o].dtype() != cpu[o].dtype()) {
       return "output " + std::to_string(o) + " shape/dtype differs" + where;
     }
-    auto err = compare(values(gpu[o]), values(cpu[o]), 2.0 * dtype_rtol(gpu[o].dtype()));
+    auto err = compare(values(gpu[o]), values(cpu[o]), 2.0 * dtype_rtol(gpu[o].dtype()),
+                       slack.empty() ? nullptr : &slack[o]);
     if (!err.empty()) return "output " + std::to_string(o) + " " + err + where;
   }
   return "";

@@ -85,6 +85,14 @@ CpuTarget cpu_target() {
   return from_environment();
 }
 
+bool cpu_has_avx512_vnni() {
+  static const bool vnni = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512vnni") != 0;
+  }();
+  return vnni && cpu_target() >= CpuTarget::avx512;
+}
+
 const char* cpu_target_name(CpuTarget t) {
   switch (t) {
     case CpuTarget::scalar: return "scalar";

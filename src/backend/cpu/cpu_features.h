@@ -22,6 +22,11 @@ const char* cpu_target_name(CpuTarget t);
 // What the hardware (and OS) supports, ignoring the environment and overrides.
 CpuTarget cpu_target_detected();
 
+// AVX512-VNNI (vpdpbusd) where cpu_target() allows AVX-512: not a level of
+// its own (every AVX512-BF16 CPU has it, and so do AVX-512 CPUs without
+// BF16 since Cascade Lake), so forcing avx2 turns it off.
+bool cpu_has_avx512_vnni();
+
 // Test hook: forces a level (clamped to what the CPU supports) until
 // clear_cpu_target_override(). Not meant to be flipped while kernels run.
 void set_cpu_target_override(CpuTarget t);

@@ -21,4 +21,20 @@ void block_qmv(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64
 bool block_qmv_bf16_supported(BlockFormat f);
 void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);
 
+// The same product with x rounded to 8 bits (quant_blocks_qmv_int8.cpp):
+// each block of 32 values of a row of x becomes q = round(x * 127 / amax)
+// (int8, half to even, in float32) times d = amax / 127 (amax = max |x|),
+// and y = (d q) w^T from integer dot products. A block holding NaN or inf
+// gives NaN. AVX-512 VNNI where the CPU has it, AVX2 otherwise.
+void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);
+// out = d q of that rounding, as floats (for the GEMM path of many rows).
+void block_round_x(const float* x, int64_t M, int64_t K, float* out);
+
+// Whether block-format quantized_matmul rounds float32 / float16 / bfloat16
+// x to 8 bits (the default; float64 x never is): KILN_BLOCK_X=float (read
+// once) keeps x as it is, and so does set_block_x_int8_override(0) (a test
+// hook; -1 clears it; not meant to be flipped while kernels run).
+bool block_x_int8();
+void set_block_x_int8_override(int on);
+
 }  // namespace kiln::cpu

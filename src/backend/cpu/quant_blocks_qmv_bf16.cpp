@@ -1,5 +1,7 @@
 // QMV on llama.cpp's Q4_0, Q4_K and Q6_K blocks for bfloat16 x, on CPUs
-// with AVX512-BF16 (`kiln bench` rows qmv_q4_0 / qmv_q4_k / qmv_q6_k, bf16).
+// with AVX512-BF16 (`kiln bench` rows qmv_q4_0 / qmv_q4_k / qmv_q6_k, bf16,
+// with KILN_BLOCK_X=float: by default bfloat16 x is rounded to 8 bits and
+// takes quant_blocks_qmv_int8.cpp, which is faster).
 //
 // Why: the float kernel (quant_blocks_qmv.cpp) widens every 32 weights
 // from int8 to int32, converts them to float and spends an FMA on a * q + b
