@@ -1,5 +1,5 @@
-// fast::rms_norm and fast::layer_norm on the GPU (kiln bench rows D2
-// rms_norm, layer_norm).
+// fast::rms_norm, fast::layer_norm and fast::add_rms_norm on the GPU
+// (kiln bench rows D2 rms_norm, layer_norm).
 //
 // Memory-bound: the floor is one read of x and one write of y. A row is
 // handled by one group of threads - a warp for narrow rows (up to 128
@@ -52,10 +52,9 @@ __device__ __forceinline__ T finish(float normalized, const T* w, const T* b, in
   return convert<T>(v);
 }
 
-// kVecs > 0: each thread holds vectors lane, lane + G, ... (kVecs of them)
-// of its row in registers; kVecs == 0: the re-reading loop.
 // The rows of x [rows, d] normalized into y; with a residual r (rms_norm
-// only), h = x + r rounded to T is written to h and normalized instead.
+// only: fast::add_rms_norm), h = x + r rounded to T is written to h and
+// normalized instead.
 template <typename T>
 struct NormArgs {
   const T* x;
@@ -68,6 +67,8 @@ struct NormArgs {
   float eps;
 };
 
+// kVecs > 0: each thread holds vectors lane, lane + G, ... (kVecs of them)
+// of its row in registers; kVecs == 0: the re-reading loop.
 template <bool kLayer, typename T, int E, int kVecs, bool kWarpRow>
 __global__ void norm_rows(const NormArgs<T> args) {
   using P = Pack<T, E>;
