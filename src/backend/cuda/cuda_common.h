@@ -52,6 +52,9 @@ inline unsigned grid_for(int64_t n, int per_thread, int block) {
 // Device pointer to a's first element, valid for reading on the current
 // stream (copies host data over, and waits for a write on another stream).
 const char* in_ptr(const array& a);
+// A row-major device copy of a (or a itself when it already is; the copy is
+// a scratch buffer of the node). Defined in quantized.cu.
+const char* row_major(const array& a, const char* op);
 // When `a` is one element (every dimension of size 1 or stride 0) whose
 // only valid copy is on the host, copies that element into `value` (at
 // most 8 bytes) and returns true: a kernel can take it by value instead of

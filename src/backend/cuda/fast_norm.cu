@@ -215,21 +215,6 @@ void launch_norm(const NormArgs<T>& a, cudaStream_t s) {
   else launch_norm_vec<kLayer, T, 1>(a, s);
 }
 
-// A row-major device pointer to `a` (a scratch copy where it is strided).
-const char* row_major_ptr(const array& a, const char* op) {
-  const auto& dsc = *a.desc();
-  const char* src = in_ptr(a);
-  if (detail::is_row_contiguous(dsc.shape, dsc.strides)) return src;
-  char* tmp = static_cast<char*>(scratch(a.nbytes(), op));
-  copy_strided(src, dsc.dtype, dsc.shape, dsc.strides, tmp, dsc.dtype, row_major_strides(dsc.shape), op);
-  return tmp;
-}
-
-bool donatable_layout(const array& a) {
-  const auto& dsc = *a.desc();
-  return detail::is_row_contiguous(dsc.shape, dsc.strides) && dsc.offset == 0;
-}
-
 // inputs: x, weight (0-d: none), [bias]; with a residual (AddRMSNorm):
 // x, residual, weight and outputs h, y.
 template <bool kLayer>
@@ -237,19 +222,16 @@ void norm_gpu(const char* op, const std::vector<array>& inputs, array* h, array&
   const bool residual = h != nullptr;
   const array& in = inputs[0];
   const array& w = inputs[residual ? 2 : 1];
+  // allocate_or_donate takes only a row-major buffer at offset 0 (else it allocates).
   if (residual) {
-    if (donatable_layout(in)) allocate_or_donate(*h, in, op);
-    else allocate(*h, op);
-    if (donatable_layout(inputs[1])) allocate_or_donate(out, inputs[1], op);
-    else allocate(out, op);
-  } else if (donatable_layout(in)) {
-    allocate_or_donate(out, in, op);
+    allocate_or_donate(*h, in, op);
+    allocate_or_donate(out, inputs[1], op);
   } else {
-    allocate(out, op);
+    allocate_or_donate(out, in, op);
   }
   const int64_t d = in.shape().back();
-  const char* src = row_major_ptr(in, op);
-  const char* res = residual ? row_major_ptr(inputs[1], op) : nullptr;
+  const char* src = row_major(in, op);
+  const char* res = residual ? row_major(inputs[1], op) : nullptr;
   const char* pw = w.ndim() == 0 ? nullptr : in_ptr(w);
   const char* pb = kLayer && inputs[2].ndim() != 0 ? in_ptr(inputs[2]) : nullptr;
   char* ph = residual ? out_ptr(*h) : nullptr;

@@ -323,7 +323,7 @@ __global__ void quantize_kernel(const float* __restrict__ x, uint8_t* __restrict
 // A row-major device copy of `a` in dtype t (or a's own pointer when it is
 // one already, aligned to `align` bytes: QMV reads x 16 bytes at a time;
 // the weights need no alignment, launch_qmv picks its loads by theirs).
-const char* row_major(const array& a, Dtype t, const char* op, uintptr_t align = 1) {
+const char* row_major_as(const array& a, Dtype t, const char* op, uintptr_t align = 1) {
   const char* p = in_ptr(a);
   if (a.dtype() == t && detail::is_row_contiguous(a.shape(), a.desc()->strides) &&
       reinterpret_cast<uintptr_t>(p) % align == 0)
@@ -339,7 +339,7 @@ const char* row_major(const array& a, Dtype t, const char* op, uintptr_t align =
 void BlockQuantize::eval_gpu(const std::vector<array>& inputs, array& out) {
   cuda::allocate(out, "quantize");
   if (out.size() == 0) return;
-  const auto* x = reinterpret_cast<const float*>(cuda::row_major(inputs[0], float32, "quantize"));
+  const auto* x = reinterpret_cast<const float*>(cuda::row_major_as(inputs[0], float32, "quantize"));
   auto* y = reinterpret_cast<uint8_t*>(cuda::out_ptr(out));
   int64_t blocks = static_cast<int64_t>(inputs[0].size()) / block_layout(format_).block;
   cudaStream_t s = cuda::current_stream();
@@ -353,7 +353,7 @@ void BlockQuantize::eval_gpu(const std::vector<array>& inputs, array& out) {
 void BlockDequantize::eval_gpu(const std::vector<array>& inputs, array& out) {
   cuda::allocate(out, "dequantize");
   if (out.size() == 0) return;
-  const auto* w = reinterpret_cast<const uint8_t*>(cuda::row_major(inputs[0], uint8, "dequantize"));
+  const auto* w = reinterpret_cast<const uint8_t*>(cuda::row_major_as(inputs[0], uint8, "dequantize"));
   char* y = cuda::out_ptr(out);
   int64_t n = static_cast<int64_t>(out.size());
   cudaStream_t s = cuda::current_stream();
@@ -382,8 +382,8 @@ void BlockQuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out
     KILN_CUDA_CHECK("quantized_matmul", cudaMemsetAsync(y, 0, out.nbytes(), s));
     return;
   }
-  const char* x = cuda::row_major(inputs[0], inputs[0].dtype(), "quantized_matmul", 16);
-  const auto* w = reinterpret_cast<const uint8_t*>(cuda::row_major(inputs[1], uint8, "quantized_matmul"));
+  const char* x = cuda::row_major_as(inputs[0], inputs[0].dtype(), "quantized_matmul", 16);
+  const auto* w = reinterpret_cast<const uint8_t*>(cuda::row_major_as(inputs[1], uint8, "quantized_matmul"));
   cuda::dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || cuda::is_half_v<T>) {

@@ -9,8 +9,6 @@ namespace kiln::cuda {
 
 // A grid for `items` work items of `block` threads, capped at 32 blocks per SM.
 unsigned quant_grid(int64_t items, int block);
-// A row-major device copy of a (or a itself when it already is).
-const char* row_major(const array& a, const char* op);
 // Row-major C[M, N] = A[M, K] times B ([N, K] when b_is_nk, else [K, N]):
 // cuBLASLt (matmul.cpp).
 void gemm_rowmajor(Dtype t, const char* a, const char* b, bool b_is_nk, char* c, int64_t M, int64_t N, int64_t K);
