@@ -4,6 +4,7 @@
 // Llama built in memory with a byte-level tokenizer (one id per byte).
 #include "llm_cli.h"
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -71,7 +72,9 @@ StreamOrDevice device_of(const std::string& device) {
 Loaded load_random_shape(const std::string& spec, StreamOrDevice where) {
   const std::string rest = spec.substr(7);
   const size_t colon = rest.find(':');
-  const std::string shape = rest.substr(0, colon), type = colon == std::string::npos ? "bf16" : rest.substr(colon + 1);
+  const std::string shape = rest.substr(0, colon);
+  std::string type = colon == std::string::npos ? "bf16" : rest.substr(colon + 1);
+  for (char& ch : type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));  // Q4_K as GGUF spells it
   llm::ModelConfig c = default_config();
   c.vocab_size = 128256;
   c.rope_theta = 500000.0f;
