@@ -18,7 +18,7 @@ endif
 APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev liblapacke-dev libkissfft-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpcre2-dev \
   clang libclang-rt-14-dev libomp-dev
 
-.PHONY: all build deps test sanitize tsan fuzz bench info install clean
+.PHONY: all build deps test sanitize tsan fuzz bench info install clean model
 
 all: build
 
@@ -35,6 +35,12 @@ $(BUILD)/build.ninja:
 
 build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
+
+# The default model of `kiln generate` (no -m): a small byte-level Llama
+# trained with Kiln on Debian's GPL-3 text (a few minutes on 2 cores),
+# written as GGUF next to the binary, where `kiln generate` looks for it.
+model: build
+	$(BUILD)/kiln train-model -o $(BUILD)/kiln-default.gguf
 
 test: build
 	cd $(BUILD) && OMP_WAIT_POLICY=passive ctest --output-on-failure -j $(JOBS) --timeout 900

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,19 +45,6 @@ struct Loaded {
   std::string name;
   bool random = false;
 };
-
-llm::ModelConfig default_config() {
-  llm::ModelConfig c;
-  c.architecture = "llama";
-  c.vocab_size = 256;
-  c.hidden_size = 256;
-  c.intermediate_size = 704;
-  c.num_layers = 4;
-  c.num_heads = 8;
-  c.num_kv_heads = 4;
-  c.rope_theta = 10000.0f;
-  return c;
-}
 
 StreamOrDevice device_of(const std::string& device) {
   if (device == "gpu") {
@@ -98,14 +86,38 @@ Loaded load_random_shape(const std::string& spec, StreamOrDevice where) {
   return {Model::random(c, 0, is_float ? dt : bfloat16, is_float ? "none" : type), std::nullopt, spec, true};
 }
 
-Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu) {
-  if (path.rfind("random:", 0) == 0) return load_random_shape(path, where);
-  if (path.empty()) {
-    std::fprintf(stderr,
-                 "kiln: no -m given: using a RANDOM-WEIGHT Llama-architecture model built in memory (4 layers, "
-                 "dim 256, byte-level tokenizer); its text is noise. Pass -m FILE.gguf or a Hugging Face directory.\n");
-    return {Model::random(default_config(), 0), std::nullopt, "random-llama-4L-256", true};
+// The default model's file: $KILN_DEFAULT_MODEL ("random" for the random
+// model), else kiln-default.gguf next to this executable (what `make
+// model` writes into the build directory); empty when there is none.
+std::string default_model_path() {
+  namespace fs = std::filesystem;
+  if (const char* e = std::getenv("KILN_DEFAULT_MODEL")) return std::string(e) == "random" ? "" : e;
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  const fs::path p = exe.parent_path() / "kiln-default.gguf";
+  return fs::exists(p, ec) ? p.string() : "";
+}
+
+Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu);
+
+Loaded load_default_model(StreamOrDevice where) {
+  const std::string file = default_model_path();
+  if (!file.empty()) {
+    std::fprintf(stderr, "kiln: no -m given: using the default model %s (trained by `make model`; byte-level)\n",
+                 file.c_str());
+    return load_model(file, where);
   }
+  std::fprintf(stderr,
+               "kiln: no -m given and no default model (`make model` trains one in a few minutes): using a "
+               "RANDOM-WEIGHT Llama-architecture model built in memory (4 layers, dim 256, byte-level tokenizer); "
+               "its text is noise. Pass -m FILE.gguf or a Hugging Face directory.\n");
+  return {Model::random(default_config(), 0), std::nullopt, "random-llama-4L-256", true};
+}
+
+Loaded load_model(const std::string& path, StreamOrDevice where) {
+  if (path.rfind("random:", 0) == 0) return load_random_shape(path, where);
+  if (path.empty()) return load_default_model(where);
   namespace fs = std::filesystem;
   const std::string name = fs::path(path).filename().string();
   if (fs::path(path).extension() == ".gguf") {
@@ -143,6 +155,19 @@ void prepare(Loaded& m, const std::string& dtype, const std::string& device) {
 }
 
 }  // namespace
+
+llm::ModelConfig default_config() {
+  llm::ModelConfig c;
+  c.architecture = "llama";
+  c.vocab_size = 256;
+  c.hidden_size = 256;
+  c.intermediate_size = 704;
+  c.num_layers = 4;
+  c.num_heads = 8;
+  c.num_kv_heads = 4;
+  c.rope_theta = 10000.0f;
+  return c;
+}
 
 int run_generate(const GenerateCliOptions& opt) {
   Loaded m = load_model(opt.model, device_of(opt.device));

@@ -1,6 +1,6 @@
 // The `kiln` command line: `kiln info` (what this build is and what it runs
 // on), `kiln bench` (the kernel lab, see bench.h) and the LLM commands
-// `kiln generate`, `kiln bench llm`, `kiln convert` (llm_cli.h).
+// `kiln generate`, `kiln bench llm`, `kiln convert`, `kiln train-model` (llm_cli.h).
 #include <cblas.h>
 
 #include <CLI/CLI.hpp>
@@ -118,12 +118,26 @@ int main(int argc, char** argv) {
   convert->add_option("--type", conv.type, "f32, f16, bf16, or a block format for GGUF: q8_0, q4_0, q4_k, q6_k, ...")
       ->capture_default_str();
 
+  kiln::cli::TrainModelOptions train;
+  CLI::App* train_model = app.add_subcommand(
+      "train-model", "Train the default model (a small byte-level Llama) on a text file and save it as GGUF (make model)");
+  train_model->add_option("-o,--output", train.output, "GGUF file to write")->capture_default_str();
+  train_model->add_option("--text", train.text, "Training text: a file or a directory of files (the last tenth is held out)")->capture_default_str();
+  train_model->add_option("--steps", train.steps, "Optimizer steps")->capture_default_str();
+  train_model->add_option("--batch", train.batch, "Windows per step")->capture_default_str();
+  train_model->add_option("--context", train.context, "Bytes per window")->capture_default_str();
+  train_model->add_option("--lr", train.lr, "Peak learning rate (AdamW, warmup then cosine)")->capture_default_str();
+  train_model->add_option("--seed", train.seed, "Initialization and sampling seed")->capture_default_str();
+  train_model->add_option("--print-every", train.print_every, "Print the loss every N steps")->capture_default_str();
+  train_model->add_flag("--json", train.json, "Print a JSON summary (losses, seconds) as the last line");
+
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (app.got_subcommand("info")) return run_info();
     if (app.got_subcommand("generate")) return kiln::cli::run_generate(gen);
     if (app.got_subcommand("convert")) return kiln::cli::run_convert(conv);
+    if (app.got_subcommand("train-model")) return kiln::cli::run_train_model(train);
     if (bench->got_subcommand("llm")) return kiln::cli::run_bench_llm(bench_llm);
     return kiln::bench::run_bench(opts);
   } catch (const std::exception& e) {
