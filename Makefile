@@ -84,6 +84,8 @@ info: build
 
 install: build
 	cmake --install $(BUILD) --prefix $(or $(PREFIX),/usr/local)
+	@if [ -f $(BUILD)/kiln-default.gguf ]; then \
+	  install -D -m 644 $(BUILD)/kiln-default.gguf $(or $(PREFIX),/usr/local)/share/kiln/kiln-default.gguf; fi
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN) $(BUILD_FUZZ)

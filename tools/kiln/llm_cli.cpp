@@ -88,15 +88,19 @@ Loaded load_random_shape(const std::string& spec, StreamOrDevice where) {
 
 // The default model's file: $KILN_DEFAULT_MODEL ("random" for the random
 // model), else kiln-default.gguf next to this executable (what `make
-// model` writes into the build directory); empty when there is none.
+// model` writes into the build directory) or in ../share/kiln (where `make
+// install` puts it); empty when there is none.
 std::string default_model_path() {
   namespace fs = std::filesystem;
   if (const char* e = std::getenv("KILN_DEFAULT_MODEL")) return std::string(e) == "random" ? "" : e;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
-  const fs::path p = exe.parent_path() / "kiln-default.gguf";
-  return fs::exists(p, ec) ? p.string() : "";
+  for (const fs::path& p : {exe.parent_path() / "kiln-default.gguf",
+                            exe.parent_path().parent_path() / "share" / "kiln" / "kiln-default.gguf"}) {
+    if (fs::exists(p, ec)) return p.string();
+  }
+  return "";
 }
 
 Loaded load_model(const std::string& path, StreamOrDevice where = Device::cpu);
