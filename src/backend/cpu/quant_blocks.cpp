@@ -5,14 +5,14 @@
 // This file is compiled with -ffp-contract=off (CMakeLists.txt): decoding
 // must round a * q and then + b separately, as numpy does, to be bit-exact.
 //
-// quantized_matmul: up to kQmvRows rows of x go to the fused decode + dot
-// product kernels (one pass over the blocks, measured by the `qmv_q4_0` ...
-// rows of `kiln bench`): quant_blocks_qmv_int8.cpp on x rounded to 8 bits
-// (the default, include/kiln/ops.h), quant_blocks_qmv.cpp and
-// quant_blocks_qmv_bf16.cpp on x as it is (float64, KILN_BLOCK_X=float). More rows decode w one tile of
-// rows at a time into float32 (a tile stays in L2 while it is used) and run
-// Kiln's float32 GEMM on it: the weights are still read once, and the GEMM
-// does the O(M) reuse of every decoded weight.
+// quantized_matmul: x rounded to 8 bits (the default, include/kiln/ops.h)
+// goes to the fused decode + dot product kernels of quant_blocks_qmv_int8.cpp
+// (8 rows at a time), whatever M (one pass over the blocks per group of
+// rows; measured by the `qmv_q4_0` ... rows of `kiln bench` and `kiln bench
+// llm`'s pp). x as it is (float64, KILN_BLOCK_X=float): up to kQmvRows rows
+// through quant_blocks_qmv.cpp / quant_blocks_qmv_bf16.cpp; more rows decode
+// w one tile of rows at a time into float32 (a tile stays in L2 while it is
+// used) and run Kiln's float32 GEMM on it.
 #include <cstring>
 #include <vector>
 
@@ -121,26 +121,24 @@ void BlockQuantizedMatmul::eval_cpu(const std::vector<array>& inputs, array& out
     std::vector<char> xs, ws;
     const float* x = reinterpret_cast<const float*>(row_major(xa, float32, xs));
     const auto* w = reinterpret_cast<const uint8_t*>(row_major(inputs[1], uint8, ws));
-    // x rounded to 8-bit blocks (quant_blocks_cpu.h) on both paths, so a
-    // row's result does not depend on how many rows come with it.
+    // x rounded to 8-bit blocks (quant_blocks_cpu.h; the default).
     const bool round_x = xa.dtype() != float64 && cpu::block_x_int8();
-    if (rows <= kQmvRows) {
+    if (round_x) {
+      // The 8-bit QMV whatever M (it takes 8 rows at a time): each group of
+      // rows reads the blocks once more, and that costs less than decoding
+      // every weight to float32 for the GEMM below (VNNI's int8 products
+      // are 4 times as dense as float32 FMAs). Measured: docs/performance.md,
+      // "CPU prefill on block formats" (session 18).
+      cpu::block_qmv_int8(format_, x, rows, w, n, k, y);
+    } else if (rows <= kQmvRows) {
       const bool bf16 = xa.dtype() == bfloat16 && cpu::cpu_target() >= cpu::CpuTarget::avx512_bf16 &&
                         cpu::block_qmv_bf16_supported(format_);
-      if (round_x) {
-        cpu::block_qmv_int8(format_, x, rows, w, n, k, y);
-      } else if (bf16) {
+      if (bf16) {
         cpu::block_qmv_bf16(format_, x, rows, w, n, k, y);
       } else {
         cpu::block_qmv(format_, x, rows, w, n, k, y);
       }
     } else {
-      std::vector<float> xr;
-      if (round_x) {
-        xr.resize(static_cast<size_t>(rows * k));
-        cpu::block_round_x(x, rows, k, xr.data());
-        x = xr.data();
-      }
       // Tiles of ~4 MB of decoded weights.
       int64_t tile = std::max<int64_t>(16, std::min<int64_t>(n, (int64_t{1} << 20) / k));
       std::vector<float> wt(tile * k);

@@ -27,8 +27,6 @@ void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
 // and y = (d q) w^T from integer dot products. A block holding NaN or inf
 // gives NaN. AVX-512 VNNI where the CPU has it, AVX2 otherwise.
 void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);
-// out = d q of that rounding, as floats (for the GEMM path of many rows).
-void block_round_x(const float* x, int64_t M, int64_t K, float* out);
 
 // Whether block-format quantized_matmul rounds float32 / float16 / bfloat16
 // x to 8 bits (the default; float64 x never is): KILN_BLOCK_X=float (read

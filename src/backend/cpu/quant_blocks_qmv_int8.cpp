@@ -614,14 +614,4 @@ void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
   }
 }
 
-void block_round_x(const float* x, int64_t M, int64_t K, float* out) {
-  alignas(32) int8_t q[32];
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t b = 0; b < K / 32; ++b) {
-      const float d = round_block(x + m * K + 32 * b, q);
-      for (int i = 0; i < 32; ++i) out[m * K + 32 * b + i] = d * static_cast<float>(q[i]);
-    }
-  }
-}
-
 }  // namespace kiln::cpu
