@@ -37,8 +37,9 @@ build: deps $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
 
 # The default model of `kiln generate` (no -m): a small byte-level Llama
-# trained with Kiln on Debian's GPL-3 text (a few minutes on 2 cores),
-# written as GGUF next to the binary, where `kiln generate` looks for it.
+# trained with Kiln on the licence texts Debian ships in base-files (about
+# 5 minutes on 2 cores), written as GGUF next to the binary, where `kiln
+# generate` looks for it.
 model: build
 	$(BUILD)/kiln train-model -o $(BUILD)/kiln-default.gguf
 

@@ -87,7 +87,7 @@ Dtype float_type(const std::string& type) {
   throw Error("kiln convert: --type " + type + " is not a float type (f32, f16, bf16) for a Hugging Face output");
 }
 
-int to_gguf_impl(const Checkpoint& cp, const std::string& out, const std::string& type) {
+int to_gguf(const Checkpoint& cp, const std::string& out, const std::string& type) {
   const ModelConfig& c = cp.config;
   const std::string a = c.architecture;
   const int hd = c.resolved_head_dim();
@@ -194,11 +194,11 @@ int run_convert(const ConvertOptions& opt) {
                 opt.input + " -> " + opt.output + ")");
   }
   if (from_gguf) return to_hf(llm::read_gguf_checkpoint(gguf::File(opt.input)), opt.output, opt.type);
-  return to_gguf_impl(llm::read_hf_checkpoint(opt.input), opt.output, opt.type);
+  return to_gguf(llm::read_hf_checkpoint(opt.input), opt.output, opt.type);
 }
 
 int write_gguf_checkpoint(const Checkpoint& cp, const std::string& out, const std::string& type) {
-  return to_gguf_impl(cp, out, type);
+  return to_gguf(cp, out, type);
 }
 
 }  // namespace kiln::cli
