@@ -466,6 +466,44 @@ KILN_VNNI void qmv_vnni_32(const Q8View& x, const uint8_t* w, int64_t n0, int64_
   }
 }
 
+// Q4_0 at M = 1: two rows of w per pass. Of the ~15 instructions a row
+// spends per 64 weights, 5 are x's (its codes, the offset's seeds, its
+// scales) and the same for every row, and at two cores Q4_0 is bound by
+// instructions: shared by two rows they cost half. The two rows are n and
+// n + h, half the thread's range apart, so that each is a long sequential
+// stream; adjacent rows (two 2.3 KB streams restarting at every pair) ran
+// 2.4 times slower, the loads missing (perf). One accumulator per row, as
+// the M > 1 kernels sum. Measured (docs/performance.md, session 18):
+// qmv_q4_0 1.39-1.42 -> 1.13-1.24 ms, 1B Q4_0 decode 27-28 -> 32.6-32.9 t/s.
+KILN_VNNI void qmv_vnni_q4_0_rows2(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
+  using D = V32<BlockFormat::q4_0>;
+  const int64_t nb = x.K / 32, row_bytes = nb * D::kBytes;
+  const uint8_t* end = w + N * row_bytes;
+  const __m512i seed_idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0);
+  const int64_t h = (n1 - n0) / 2;
+  for (int64_t n = n0; n < n0 + h; ++n) {
+    const uint8_t* r0 = w + n * row_bytes;
+    const uint8_t* r1 = w + (n + h) * row_bytes;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+      const bool both = b + 1 < nb;  // else a lone last block: x's padding makes its half zero
+      const int64_t k = 32 * b;
+      const __m512i qx = _mm512_loadu_si512(x.q(0, k));
+      const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.o32(0, k)));
+      const __m512i seed = _mm512_maskz_permutexvar_epi32(0x0101, seed_idx, _mm512_castsi128_si512(o));
+      const __m512 dx = two_halves(x.d32(0, k));
+      const __m512i raw0 = D::load(r0 + b * D::kBytes, both, end), raw1 = D::load(r1 + b * D::kBytes, both, end);
+      const __m512i t0 = _mm512_dpbusd_epi32(seed, D::codes(raw0), qx);
+      const __m512i t1 = _mm512_dpbusd_epi32(seed, D::codes(raw1), qx);
+      a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t0), _mm512_mul_ps(D::scales(raw0), dx), a0);
+      a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t1), _mm512_mul_ps(D::scales(raw1), dx), a1);
+    }
+    y[n] = _mm512_reduce_add_ps(a0);
+    y[n + h] = _mm512_reduce_add_ps(a1);
+  }
+  if (n0 + 2 * h < n1) qmv_vnni_32<BlockFormat::q4_0, 1>(x, w, n0 + 2 * h, n1, y, N);
+}
+
 // ---- AVX2: 32 weights per step, vpmaddubsw + vpmaddwd ----
 
 template <BlockFormat F, int M>
@@ -534,6 +572,8 @@ Kernel kernel(bool vnni) {
   if (!vnni) return qmv_avx2_i8<F, M>;
   if constexpr (block_layout(F).block == 256) {
     return qmv_vnni_256<F, M>;
+  } else if constexpr (F == BlockFormat::q4_0 && M == 1) {
+    return qmv_vnni_q4_0_rows2;
   } else {
     return qmv_vnni_32<F, M>;
   }
