@@ -3,6 +3,8 @@
 // the size of a block in weights and in bytes. Plain C++ with no
 // dependencies so that the CUDA kernels include it too.
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 namespace kiln {
 
@@ -22,5 +24,25 @@ inline constexpr BlockLayout kBlockLayouts[kBlockFormatCount] = {
 };
 
 constexpr const BlockLayout& block_layout(BlockFormat f) { return kBlockLayouts[static_cast<int>(f)]; }
+
+// fn(std::integral_constant<BlockFormat, F>{}) for the runtime format f: the
+// one switch from a format to its compile-time kernels (both backends).
+template <typename Fn>
+decltype(auto) dispatch_format(BlockFormat f, Fn&& fn) {
+  using enum BlockFormat;
+  switch (f) {
+    case q4_0: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q4_0>{});
+    case q4_1: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q4_1>{});
+    case q5_0: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q5_0>{});
+    case q5_1: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q5_1>{});
+    case q8_0: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q8_0>{});
+    case q2_k: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q2_k>{});
+    case q3_k: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q3_k>{});
+    case q4_k: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q4_k>{});
+    case q5_k: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q5_k>{});
+    case q6_k: return std::forward<Fn>(fn)(std::integral_constant<BlockFormat, q6_k>{});
+  }
+  __builtin_unreachable();  // every enumerator is a case
+}
 
 }  // namespace kiln

@@ -231,19 +231,7 @@ Kernel pick(int M, bool avx512) {
 }
 
 Kernel pick(BlockFormat f, int M, bool avx512) {
-  switch (f) {
-    case BlockFormat::q4_0: return pick<BlockFormat::q4_0>(M, avx512);
-    case BlockFormat::q4_1: return pick<BlockFormat::q4_1>(M, avx512);
-    case BlockFormat::q5_0: return pick<BlockFormat::q5_0>(M, avx512);
-    case BlockFormat::q5_1: return pick<BlockFormat::q5_1>(M, avx512);
-    case BlockFormat::q8_0: return pick<BlockFormat::q8_0>(M, avx512);
-    case BlockFormat::q2_k: return pick<BlockFormat::q2_k>(M, avx512);
-    case BlockFormat::q3_k: return pick<BlockFormat::q3_k>(M, avx512);
-    case BlockFormat::q4_k: return pick<BlockFormat::q4_k>(M, avx512);
-    case BlockFormat::q5_k: return pick<BlockFormat::q5_k>(M, avx512);
-    case BlockFormat::q6_k: return pick<BlockFormat::q6_k>(M, avx512);
-  }
-  return nullptr;
+  return dispatch_format(f, [&](auto fc) { return pick<decltype(fc)::value>(M, avx512); });
 }
 
 }  // namespace

@@ -259,6 +259,23 @@ struct V256<BlockFormat::q6_k> {
 // so float32's cancellation in the lane sum costs nothing measurable.
 // Signed codes (Q8_0, and the scalar-decoded formats) go as |c| times x's
 // codes negated where c < 0 (vpdpbusd is u8 x s8), with no offset.
+// The accumulator vpdpbusd starts from for unsigned codes: the offset's
+// share of row m's weights k .. k + 63 (zero where kOff is).
+template <int kOff, bool kSub16>
+KILN_VNNI KILN_QINLINE __m512i offset_seeds(const Q8View& x, int m, int64_t k) {
+  if constexpr (kOff == 0) {
+    return _mm512_setzero_si512();
+  } else if constexpr (kSub16) {
+    const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.o16(m, k)));
+    return _mm512_maskz_permutexvar_epi32(0x1111, _mm512_setr_epi32(0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0),
+                                          _mm512_castsi128_si512(o));
+  } else {
+    const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.o32(m, k)));
+    return _mm512_maskz_permutexvar_epi32(0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
+                                          _mm512_castsi128_si512(o));
+  }
+}
+
 template <int kOff, bool kSub16, bool kSigned>
 KILN_VNNI KILN_QINLINE __m512i dot64(__m512i u, const Q8View& x, int m, int64_t k) {
   const __m512i qx = _mm512_loadu_si512(x.q(m, k));
@@ -266,19 +283,7 @@ KILN_VNNI KILN_QINLINE __m512i dot64(__m512i u, const Q8View& x, int m, int64_t 
     const __mmask64 neg = _mm512_movepi8_mask(u);
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(u), _mm512_mask_sub_epi8(qx, neg, _mm512_setzero_si512(), qx));
   }
-  __m512i s = _mm512_setzero_si512();
-  if constexpr (kOff != 0) {
-    if constexpr (kSub16) {
-      const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.o16(m, k)));
-      s = _mm512_maskz_permutexvar_epi32(0x1111, _mm512_setr_epi32(0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0),
-                                         _mm512_castsi128_si512(o));
-    } else {
-      const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.o32(m, k)));
-      s = _mm512_maskz_permutexvar_epi32(0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
-                                         _mm512_castsi128_si512(o));
-    }
-  }
-  return _mm512_dpbusd_epi32(s, u, qx);
+  return _mm512_dpbusd_epi32(offset_seeds<kOff, kSub16>(x, m, k), u, qx);
 }
 
 // Two floats as lanes 0-7 and 8-15.
@@ -479,7 +484,6 @@ KILN_VNNI void qmv_vnni_q4_0_rows2(const Q8View& x, const uint8_t* w, int64_t n0
   using D = V32<BlockFormat::q4_0>;
   const int64_t nb = x.K / 32, row_bytes = nb * D::kBytes;
   const uint8_t* end = w + N * row_bytes;
-  const __m512i seed_idx = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0);
   const int64_t h = (n1 - n0) / 2;
   for (int64_t n = n0; n < n0 + h; ++n) {
     const uint8_t* r0 = w + n * row_bytes;
@@ -489,8 +493,7 @@ KILN_VNNI void qmv_vnni_q4_0_rows2(const Q8View& x, const uint8_t* w, int64_t n0
       const bool both = b + 1 < nb;  // else a lone last block: x's padding makes its half zero
       const int64_t k = 32 * b;
       const __m512i qx = _mm512_loadu_si512(x.q(0, k));
-      const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.o32(0, k)));
-      const __m512i seed = _mm512_maskz_permutexvar_epi32(0x0101, seed_idx, _mm512_castsi128_si512(o));
+      const __m512i seed = offset_seeds<D::kOff, false>(x, 0, k);
       const __m512 dx = two_halves(x.d32(0, k));
       const __m512i raw0 = D::load(r0 + b * D::kBytes, both, end), raw1 = D::load(r1 + b * D::kBytes, both, end);
       const __m512i t0 = _mm512_dpbusd_epi32(seed, D::codes(raw0), qx);
@@ -594,19 +597,7 @@ Kernel pick(int M, bool vnni) {
 }
 
 Kernel pick(BlockFormat f, int M, bool vnni) {
-  switch (f) {
-    case BlockFormat::q4_0: return pick<BlockFormat::q4_0>(M, vnni);
-    case BlockFormat::q4_1: return pick<BlockFormat::q4_1>(M, vnni);
-    case BlockFormat::q5_0: return pick<BlockFormat::q5_0>(M, vnni);
-    case BlockFormat::q5_1: return pick<BlockFormat::q5_1>(M, vnni);
-    case BlockFormat::q8_0: return pick<BlockFormat::q8_0>(M, vnni);
-    case BlockFormat::q2_k: return pick<BlockFormat::q2_k>(M, vnni);
-    case BlockFormat::q3_k: return pick<BlockFormat::q3_k>(M, vnni);
-    case BlockFormat::q4_k: return pick<BlockFormat::q4_k>(M, vnni);
-    case BlockFormat::q5_k: return pick<BlockFormat::q5_k>(M, vnni);
-    case BlockFormat::q6_k: return pick<BlockFormat::q6_k>(M, vnni);
-  }
-  return nullptr;
+  return dispatch_format(f, [&](auto fc) { return pick<decltype(fc)::value>(M, vnni); });
 }
 
 // The AVX-512 decoders' code offset (the seeds' factor).

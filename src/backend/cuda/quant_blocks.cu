@@ -276,23 +276,6 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
   }
 }
 
-// Calls f(std::integral_constant<BlockFormat, F>{}) for the runtime format.
-template <typename Fn>
-void dispatch_format(BlockFormat f, Fn&& fn) {
-  switch (f) {
-    case BlockFormat::q4_0: return fn(std::integral_constant<BlockFormat, BlockFormat::q4_0>{});
-    case BlockFormat::q4_1: return fn(std::integral_constant<BlockFormat, BlockFormat::q4_1>{});
-    case BlockFormat::q5_0: return fn(std::integral_constant<BlockFormat, BlockFormat::q5_0>{});
-    case BlockFormat::q5_1: return fn(std::integral_constant<BlockFormat, BlockFormat::q5_1>{});
-    case BlockFormat::q8_0: return fn(std::integral_constant<BlockFormat, BlockFormat::q8_0>{});
-    case BlockFormat::q2_k: return fn(std::integral_constant<BlockFormat, BlockFormat::q2_k>{});
-    case BlockFormat::q3_k: return fn(std::integral_constant<BlockFormat, BlockFormat::q3_k>{});
-    case BlockFormat::q4_k: return fn(std::integral_constant<BlockFormat, BlockFormat::q4_k>{});
-    case BlockFormat::q5_k: return fn(std::integral_constant<BlockFormat, BlockFormat::q5_k>{});
-    case BlockFormat::q6_k: return fn(std::integral_constant<BlockFormat, BlockFormat::q6_k>{});
-  }
-}
-
 // One thread per decoded weight (coalesced writes; a block's scales are
 // re-read from L1 by its threads).
 template <BlockFormat F, typename T>
@@ -343,7 +326,7 @@ void BlockQuantize::eval_gpu(const std::vector<array>& inputs, array& out) {
   auto* y = reinterpret_cast<uint8_t*>(cuda::out_ptr(out));
   int64_t blocks = static_cast<int64_t>(inputs[0].size()) / block_layout(format_).block;
   cudaStream_t s = cuda::current_stream();
-  cuda::dispatch_format(format_, [&](auto fc) {
+  dispatch_format(format_, [&](auto fc) {
     constexpr BlockFormat F = decltype(fc)::value;
     cuda::quantize_kernel<F><<<cuda::grid_for(blocks, 1, 128), 128, 0, s>>>(x, y, blocks);
   });
@@ -360,7 +343,7 @@ void BlockDequantize::eval_gpu(const std::vector<array>& inputs, array& out) {
   cuda::dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_floating_point_v<T> || cuda::is_half_v<T>) {
-      cuda::dispatch_format(format_, [&](auto fc) {
+      dispatch_format(format_, [&](auto fc) {
         constexpr BlockFormat F = decltype(fc)::value;
         cuda::dequantize_kernel<F, T><<<cuda::grid_for(n, 1, 256), 256, 0, s>>>(w, reinterpret_cast<T*>(y), n);
       });
@@ -387,7 +370,7 @@ void BlockQuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out
   cuda::dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || cuda::is_half_v<T>) {
-      cuda::dispatch_format(format_, [&](auto fc) {
+      dispatch_format(format_, [&](auto fc) {
         constexpr BlockFormat F = decltype(fc)::value;
         cuda::launch_qmv<F, T>(reinterpret_cast<const T*>(x), w, reinterpret_cast<T*>(y), rows, n, k, s);
       });
