@@ -118,6 +118,13 @@ double expected_bytes(const json& row) {
                                  {"qmv_q6_k", 256, 210}}) {
     if (name == q) return b * (a / block) * bytes + item * (a + b);
   }
+  // D4 prefill on llama.cpp blocks: shape [M, K, N], x [M, K] and y [M, N] float32.
+  for (auto [q, block, bytes] : {std::tuple{"qmm_q4_0", 32, 18}, {"qmm_q8_0", 32, 34}, {"qmm_q4_k", 256, 144}}) {
+    if (name == q) {
+      const double m = s[0].get<double>(), k = s[1].get<double>(), n = s[2].get<double>();
+      return n * (k / block) * bytes + 4 * (m * k + m * n);
+    }
+  }
   // D5 decoder_layer (bf16): the weights, then the K/V cache read once.
   if (name == "decoder_layer") return 2 * decoder_layer_params(s) + 2 * 2 * 128 * s[3].get<double>() * s[4].get<double>();
   ADD_FAILURE() << "no byte accounting known for drill " << name;
@@ -142,7 +149,7 @@ std::optional<double> expected_flops(const json& row) {
   if (name == "sdpa_prefill_causal") return 2 * product(s) * s[2].get<double>();
   if (name == "sdpa_decode_gqa") return 4 * s[0].get<double>() * s[2].get<double>() * s[3].get<double>();
   if (name.rfind("qmv_affine", 0) == 0 || name.rfind("qmm_affine", 0) == 0) return 2 * product(s);
-  if (name.rfind("qmv_", 0) == 0) return 2 * product(s);
+  if (name.rfind("qmv_", 0) == 0 || name.rfind("qmm_q", 0) == 0) return 2 * product(s);
   if (name == "decoder_layer") return 2 * decoder_layer_params(s) + 4 * 128 * s[2].get<double>() * s[4].get<double>();
   return std::nullopt;
 }

@@ -38,6 +38,7 @@ struct Ceilings {
   double bf16_gflops = 0;   // AVX512-BF16 dot products; 0 where the CPU has none
   std::string bf16_isa;
   double amx_bf16_gflops = 0;  // AMX tile dot products; 0 where absent or not permitted
+  double int8_gops = 0;        // AVX512-VNNI u8 x s8 dot products (vpdpbusd); 0 where absent
   int threads = 1;
   std::string gpu_name;     // --device gpu: the GPU; copy_gbps is then its device copy
   double tf32_gflops = 0;   // --device gpu: cuBLASLt tf32 rate
@@ -49,7 +50,10 @@ struct Ceilings {
   // AVX512-BF16 dot products or widen to fp32 FMAs (on some CPUs the
   // dot-product instruction is the slowest of the three), so it is measured
   // against the best of them.
-  double peak_gflops(Dtype dtype) const {
+  // Rows whose products run on 8-bit codes (the block formats' QMM, x
+  // rounded to 8 bits) are measured against the int8 dot-product peak.
+  double peak_gflops(Dtype dtype, bool int8 = false) const {
+    if (int8) return std::max(int8_gops, peak_gflops(dtype));
     if (dtype != bfloat16) return fp32_gflops;
     return std::max({fp32_gflops, bf16_gflops, amx_bf16_gflops});
   }
@@ -78,6 +82,7 @@ struct DrillSpec {
   double bytes = 0;            // each input read once, each output written once
   double flops = 0;
   std::function<DrillCase()> prepare;
+  bool int8_products = false;  // scored against Ceilings::int8_gops (peak_gflops)
 };
 
 // One row of the report.

@@ -5,6 +5,9 @@
 // float ones (bfloat16 x: vdpbf16ps on AVX512-BF16 CPUs). The peer is OpenBLAS's sgemv on the same weights
 // decoded to float32 (prepared outside the timing): it checks Kiln's
 // numbers, and its time is what the unquantized weights cost.
+// qmm_*: prefill, M = 512 rows of float32 x against 4096 x 4096 blocks
+// (compute bound: the packed 8-bit GEMM of quant_blocks_qmm_int8.cpp on
+// AVX-512 VNNI CPUs); the peer is OpenBLAS's sgemm on the decoded weights.
 #include <cblas.h>
 
 #include <cstring>
@@ -90,6 +93,32 @@ void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick) {
       compare_with_float_reference(c, st, xt == float32 && !x8 ? 1e-4 : 1e-2);
       return c;
     }});
+  }
+  const int64_t m = quick ? 64 : 512, kq = quick ? 1024 : 4096, nq = quick ? 1024 : 4096;
+  for (const char* mode : {"q4_0", "q8_0", "q4_k"}) {
+    const BlockLayout& l = layout_of(mode);
+    const double bytes = static_cast<double>(nq) * (kq / l.block) * l.bytes + 4.0 * (m * kq + m * nq);
+    out.push_back({"D4", std::string("qmm_") + mode, float32, {m, kq, nq}, bytes, 2.0 * m * kq * nq, [=] {
+      auto st = std::make_shared<DrillState>();
+      st->inputs = {random_input({static_cast<int>(m), static_cast<int>(kq)}, float32, 43, -1, 1),
+                    random_block_weights(mode, nq, kq, 44)};
+      array wd = detail::block_dequantize(st->inputs[1], mode, float32, {});
+      wd.eval();
+      st->inputs.push_back(wd);
+      st->out_elements = m * nq;
+      DrillCase c = kiln_case(st, [mode](const std::vector<array>& in) {
+        return detail::block_quantized_matmul(in[0], in[1], true, mode, {});
+      });
+      st->ref = make_float_buffer(m * nq);
+      c.peer_name = "openblas_sgemm_decoded";
+      c.run_peer = [st, m, kq, nq] {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, nq, kq, 1.0f, st->inputs[0].data<float>(), kq,
+                    st->inputs[2].data<float>(), kq, 0.0f, st->ref.get(), nq);
+      };
+      compare_with_float_reference(c, st, cpu::block_x_int8() ? 1e-2 : 1e-4);
+      return c;
+    }});
+    out.back().int8_products = cpu::block_x_int8();
   }
 }
 

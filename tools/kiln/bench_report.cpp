@@ -44,6 +44,9 @@ void print_ceilings(const Ceilings& c, bool quick) {
     std::printf("  bf16 peak         none (no AVX512-BF16)\n");
   if (c.amx_bf16_gflops > 0)
     std::printf("  AMX bf16 peak     %.1f GFLOP/s (tile dot products, no memory traffic)\n", c.amx_bf16_gflops);
+  if (c.int8_gops > 0)
+    std::printf("  int8 peak         %.1f GOP/s (avx512vnni dot products in registers; the qmm_ rows of block formats)\n",
+                c.int8_gops);
   std::printf("  bf16 rows are measured against %.1f GFLOP/s, the fastest of these\n", c.peak_gflops(bfloat16));
   std::printf("  peers             %s\n", openblas_core_note().c_str());
   if (quick)
@@ -85,6 +88,7 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
       {"bf16_isa", c.bf16_isa.empty() ? Json(nullptr) : Json(c.bf16_isa)},
       {"bf16_roofline_gflops", c.peak_gflops(bfloat16)},
       {"amx_bf16_gflops", c.amx_bf16_gflops > 0 ? Json(c.amx_bf16_gflops) : Json(nullptr)},
+      {"int8_gops", c.int8_gops > 0 ? Json(c.int8_gops) : Json(nullptr)},
       {"openblas", openblas_core_note()},
   };
   if (!c.gpu_name.empty()) {

@@ -65,10 +65,10 @@ void set_peer_threads(int n) {
 
 // The roofline fraction: the floor (bytes at the measured bandwidth, or flops
 // at the measured peak, whichever takes longer) over the measured time.
-void score(BenchRow& row, const Ceilings& ceil, Dtype dtype) {
+void score(BenchRow& row, const Ceilings& ceil, Dtype dtype, bool int8) {
   if (!row.time_us || row.device != "cpu") return;  // the ceilings are the CPU's
   const double memory_floor = row.bytes / (ceil.bandwidth_gbps() * 1e9);
-  const double compute_floor = row.flops / (ceil.peak_gflops(dtype) * 1e9);
+  const double compute_floor = row.flops / (ceil.peak_gflops(dtype, int8) * 1e9);
   row.bound = compute_floor > memory_floor ? "compute" : "memory";
   row.roof_fraction = std::max(memory_floor, compute_floor) / (*row.time_us * 1e-6);
 }
@@ -80,6 +80,7 @@ Ceilings higher_of(Ceilings a, const Ceilings& b) {
   a.fp32_gflops = std::max(a.fp32_gflops, b.fp32_gflops);
   a.bf16_gflops = std::max(a.bf16_gflops, b.bf16_gflops);
   a.amx_bf16_gflops = std::max(a.amx_bf16_gflops, b.amx_bf16_gflops);
+  a.int8_gops = std::max(a.int8_gops, b.int8_gops);
   return a;
 }
 
@@ -244,7 +245,7 @@ int run_bench(const BenchOptions& opts) {
     print_table_header();
     for (const DrillSpec& spec : specs) {
       rows.push_back(measure(spec, opts));
-      score(rows.back(), ceilings, spec.dtype);
+      score(rows.back(), ceilings, spec.dtype, spec.int8_products);
       print_row(rows.back());
       clear_cache();  // each drill's inputs are gone now; return their memory too
     }
@@ -260,7 +261,7 @@ int run_bench(const BenchOptions& opts) {
     print_ceilings(ceilings, opts.quick);
     print_table_header();
     for (size_t i = 0; i < rows.size(); ++i) {
-      score(rows[i], ceilings, specs[i].dtype);
+      score(rows[i], ceilings, specs[i].dtype, specs[i].int8_products);
       print_row(rows[i]);
     }
   }

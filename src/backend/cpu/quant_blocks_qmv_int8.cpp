@@ -55,6 +55,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/quant_blocks_cpu.h"
 #include "backend/cpu/quant_blocks_dec.h"
+#include "backend/cpu/quant_blocks_int8.h"
 #include "backend/cpu/threading.h"
 #include "backend/cpu/avx512_target.h"
 
@@ -99,77 +100,6 @@ KILN_QINLINE float round_block(const float* x, int8_t* q) {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(q),
                       _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
   return amax / 127.f;
-}
-
-// The rows of x as the kernels read them: the codes, row after row, and
-// per 16 and per 32 codes their d, d * sum q (for sub-block offsets b) and
-// the seed -off * sum q (AVX-512: an offset's share, added in lane 0 of
-// the lanes that share a scale). Rows are 64 bytes more than a multiple of
-// 64 apart: rows 4 KB apart (K a power of two) share L1 sets (a measured
-// 8x at M = 8). Per 64 weights a kernel reads 64 bytes of codes and 8-16 of
-// the small arrays: x's share of the L1 misses stays small next to w's
-// (per-lane copies of d and the seeds, 192 bytes per 64 weights, cost Q4_0
-// a third of its bandwidth at K = 8192).
-struct Q8Rows {
-  int64_t rs = 0, ss = 0;  // bytes per row of codes; entries per row of the small arrays
-  std::vector<int8_t> buf;
-  int8_t* q = nullptr;  // 64-byte aligned in buf
-  std::vector<float> s16, s32, d16, d32;
-  std::vector<int32_t> o16, o32;
-};
-
-void quantize_rows(const float* x, int64_t M, int64_t K, int off, Q8Rows& r) {
-  const int64_t kp = (K + 63) / 64 * 64;
-  r.rs = kp + 64;
-  r.ss = kp / 16 + 16;
-  r.buf.assign(M * r.rs + 64, 0);
-  r.q = r.buf.data() + (64 - reinterpret_cast<uintptr_t>(r.buf.data()) % 64) % 64;
-  for (auto* v : {&r.s16, &r.s32, &r.d16, &r.d32}) v->assign(M * r.ss, 0.f);
-  for (auto* v : {&r.o16, &r.o32}) v->assign(M * r.ss, 0);
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-  for (int64_t m = 0; m < M; ++m) {
-    for (int64_t b = 0; b < K / 32; ++b) {
-      int8_t* q = r.q + m * r.rs + 32 * b;
-      const float d = round_block(x + m * K + 32 * b, q);
-      // Sums of 4 codes (exact in int32): u8 ones times the s8 codes.
-      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-      const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qv), ones16);
-      alignas(32) int32_t l[8];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(l), s4);
-      const int h0 = l[0] + l[1] + l[2] + l[3], h1 = l[4] + l[5] + l[6] + l[7];
-      const int64_t i16 = m * r.ss + 2 * b, i32 = m * r.ss + b;
-      r.s16[i16] = d * static_cast<float>(h0);
-      r.s16[i16 + 1] = d * static_cast<float>(h1);
-      r.s32[i32] = d * static_cast<float>(h0 + h1);
-      r.d16[i16] = r.d16[i16 + 1] = r.d32[i32] = d;
-      r.o16[i16] = -off * h0;
-      r.o16[i16 + 1] = -off * h1;
-      r.o32[i32] = -off * (h0 + h1);
-    }
-  }
-}
-
-// One kernel call's view: rows m0.. of x; k counts weights (a multiple of
-// 64 for the AVX-512 kernels, of 32 for the AVX2 ones).
-struct Q8View {
-  const int8_t* q_;
-  int64_t rs;
-  const float *s16_, *s32_, *d16_, *d32_;
-  const int32_t *o16_, *o32_;
-  int64_t ss, K;
-  KILN_QINLINE const int8_t* q(int m, int64_t k) const { return q_ + m * rs + k; }
-  KILN_QINLINE const float* s16(int m, int64_t k) const { return s16_ + m * ss + k / 16; }
-  KILN_QINLINE const float* s32(int m, int64_t k) const { return s32_ + m * ss + k / 32; }
-  KILN_QINLINE const float* d16(int m, int64_t k) const { return d16_ + m * ss + k / 16; }
-  KILN_QINLINE const float* d32(int m, int64_t k) const { return d32_ + m * ss + k / 32; }
-  KILN_QINLINE const int32_t* o16(int m, int64_t k) const { return o16_ + m * ss + k / 16; }
-  KILN_QINLINE const int32_t* o32(int m, int64_t k) const { return o32_ + m * ss + k / 32; }
-};
-
-Q8View view(const Q8Rows& r, int64_t m0, int64_t K) {
-  const int64_t o = m0 * r.ss;
-  return {r.q + m0 * r.rs,    r.rs,           r.s16.data() + o, r.s32.data() + o, r.d16.data() + o,
-          r.d32.data() + o, r.o16.data() + o, r.o32.data() + o, r.ss,             K};
 }
 
 template <BlockFormat F>
@@ -471,7 +401,7 @@ KILN_VNNI void qmv_vnni_32(const Q8View& x, const uint8_t* w, int64_t n0, int64_
   }
 }
 
-// Q4_0 at M = 1: two rows of w per pass. Of the ~15 instructions a row
+// Q4_0 at M = 1: R rows of w per pass (R = 2). Of the ~15 instructions a row
 // spends per 64 weights, 5 are x's (its codes, the offset's seeds, its
 // scales) and the same for every row, and at two cores Q4_0 is bound by
 // instructions: shared by two rows they cost half. The two rows are n and
@@ -480,31 +410,37 @@ KILN_VNNI void qmv_vnni_32(const Q8View& x, const uint8_t* w, int64_t n0, int64_
 // 2.4 times slower, the loads missing (perf). One accumulator per row, as
 // the M > 1 kernels sum. Measured (docs/performance.md, session 18):
 // qmv_q4_0 1.39-1.42 -> 1.13-1.24 ms, 1B Q4_0 decode 27-28 -> 32.6-32.9 t/s.
-KILN_VNNI void qmv_vnni_q4_0_rows2(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
+// R = 4 and 8 (rows a quarter / an eighth of the range apart) measured the
+// same as 2 (session 19: best of 6 runs 978 / 969 against 993 us): at two
+// rows the kernel already waits on DRAM.
+template <int R>
+KILN_VNNI void qmv_vnni_q4_0_rows(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
   using D = V32<BlockFormat::q4_0>;
   const int64_t nb = x.K / 32, row_bytes = nb * D::kBytes;
   const uint8_t* end = w + N * row_bytes;
-  const int64_t h = (n1 - n0) / 2;
+  const int64_t h = (n1 - n0) / R;
   for (int64_t n = n0; n < n0 + h; ++n) {
-    const uint8_t* r0 = w + n * row_bytes;
-    const uint8_t* r1 = w + (n + h) * row_bytes;
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    const uint8_t* r[R];
+    __m512 a[R];
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) r[j] = w + (n + j * h) * row_bytes, a[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
       const bool both = b + 1 < nb;  // else a lone last block: x's padding makes its half zero
       const int64_t k = 32 * b;
       const __m512i qx = _mm512_loadu_si512(x.q(0, k));
       const __m512i seed = offset_seeds<D::kOff, false>(x, 0, k);
       const __m512 dx = two_halves(x.d32(0, k));
-      const __m512i raw0 = D::load(r0 + b * D::kBytes, both, end), raw1 = D::load(r1 + b * D::kBytes, both, end);
-      const __m512i t0 = _mm512_dpbusd_epi32(seed, D::codes(raw0), qx);
-      const __m512i t1 = _mm512_dpbusd_epi32(seed, D::codes(raw1), qx);
-      a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t0), _mm512_mul_ps(D::scales(raw0), dx), a0);
-      a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t1), _mm512_mul_ps(D::scales(raw1), dx), a1);
+#pragma GCC unroll 8
+      for (int j = 0; j < R; ++j) {
+        const __m512i raw = D::load(r[j] + b * D::kBytes, both, end);
+        const __m512i t = _mm512_dpbusd_epi32(seed, D::codes(raw), qx);
+        a[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(D::scales(raw), dx), a[j]);
+      }
     }
-    y[n] = _mm512_reduce_add_ps(a0);
-    y[n + h] = _mm512_reduce_add_ps(a1);
+#pragma GCC unroll 8
+    for (int j = 0; j < R; ++j) y[n + j * h] = _mm512_reduce_add_ps(a[j]);
   }
-  if (n0 + 2 * h < n1) qmv_vnni_32<BlockFormat::q4_0, 1>(x, w, n0 + 2 * h, n1, y, N);
+  if (n0 + R * h < n1) qmv_vnni_32<BlockFormat::q4_0, 1>(x, w, n0 + R * h, n1, y, N);
 }
 
 // ---- AVX2: 32 weights per step, vpmaddubsw + vpmaddwd ----
@@ -576,7 +512,7 @@ Kernel kernel(bool vnni) {
   if constexpr (block_layout(F).block == 256) {
     return qmv_vnni_256<F, M>;
   } else if constexpr (F == BlockFormat::q4_0 && M == 1) {
-    return qmv_vnni_q4_0_rows2;
+    return qmv_vnni_q4_0_rows<2>;
   } else {
     return qmv_vnni_32<F, M>;
   }
@@ -629,9 +565,19 @@ bool block_x_int8() {
 
 void set_block_x_int8_override(int on) { g_int8_override.store(on < 0 ? -1 : on != 0, std::memory_order_relaxed); }
 
+// From 9 rows of x on, the packed GEMM (quant_blocks_qmm_int8.cpp): at 8
+// rows the two run level (pp8 80 / 81 t/s on the 1B Q4_K file), at 9 the
+// QMV's second pass costs it (73 / 91), at 16 and more the GEMM leads.
+constexpr int64_t kQmmMinRows = 9;
+
 void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y) {
   const bool vnni = cpu_has_avx512_vnni();
   Q8Rows r;
+  if (vnni && M >= kQmmMinRows) {  // prefill: the packed GEMM
+    quantize_rows(x, M, K, 128, r);
+    block_qmm_int8(f, r, M, w, N, K, y);
+    return;
+  }
   quantize_rows(x, M, K, vnni ? vnni_offset(f) : 0, r);
   const int64_t row_bytes = K / block_layout(f).block * block_layout(f).bytes;
   // ~64 KB of weights per task at the least.
@@ -641,8 +587,41 @@ void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
     const Kernel k = pick(f, mr, vnni);
     const Q8View v = view(r, m0, K);
     float* ym = y + m0 * N;
-    parallel_for(N, grain, [&](int64_t n0, int64_t n1) { k(v, w, n0, n1, ym, N); });
+    parallel_for_balanced(N, grain, [&](int64_t n0, int64_t n1) { k(v, w, n0, n1, ym, N); });
   }
+}
+
+void quantize_rows(const float* x, int64_t M, int64_t K, int off, Q8Rows& r) {
+  const int64_t kp = (K + 63) / 64 * 64;
+  r.rs = kp + 64;
+  r.ss = kp / 16 + 16;
+  r.buf.assign(M * r.rs + 64, 0);
+  r.q = r.buf.data() + (64 - reinterpret_cast<uintptr_t>(r.buf.data()) % 64) % 64;
+  for (auto* v : {&r.s16, &r.s32, &r.d16, &r.d32}) v->assign(M * r.ss, 0.f);
+  for (auto* v : {&r.o16, &r.o32}) v->assign(M * r.ss, 0);
+  parallel_for(M, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t m0, int64_t m1) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t m = m0; m < m1; ++m) {
+      for (int64_t b = 0; b < K / 32; ++b) {
+        int8_t* q = r.q + m * r.rs + 32 * b;
+        const float d = round_block(x + m * K + 32 * b, q);
+        // Sums of 4 codes (exact in int32): u8 ones times the s8 codes.
+        const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+        const __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qv), ones16);
+        alignas(32) int32_t l[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(l), s4);
+        const int h0 = l[0] + l[1] + l[2] + l[3], h1 = l[4] + l[5] + l[6] + l[7];
+        const int64_t i16 = m * r.ss + 2 * b, i32 = m * r.ss + b;
+        r.s16[i16] = d * static_cast<float>(h0);
+        r.s16[i16 + 1] = d * static_cast<float>(h1);
+        r.s32[i32] = d * static_cast<float>(h0 + h1);
+        r.d16[i16] = r.d16[i16 + 1] = r.d32[i32] = d;
+        r.o16[i16] = -off * h0;
+        r.o16[i16 + 1] = -off * h1;
+        r.o32[i32] = -off * (h0 + h1);
+      }
+    }
+  });
 }
 
 }  // namespace kiln::cpu
