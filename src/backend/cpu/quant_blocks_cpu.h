@@ -25,7 +25,10 @@ void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
 // each block of 32 values of a row of x becomes q = round(x * 127 / amax)
 // (int8, half to even, in float32) times d = amax / 127 (amax = max |x|),
 // and y = (d q) w^T from integer dot products. A block holding NaN or inf
-// gives NaN. AVX-512 VNNI where the CPU has it, AVX2 otherwise.
+// gives NaN. AVX-512 VNNI where the CPU has it, AVX2 otherwise. From 9
+// rows of x on, with VNNI, the packed GEMM of quant_blocks_qmm_int8.cpp
+// (the same rounding of x and the same integer sums); fewer rows, or AVX2,
+// take the QMV kernels 8 rows of x at a time.
 void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);
 
 // Whether block-format quantized_matmul rounds float32 / float16 / bfloat16

@@ -33,9 +33,10 @@
 // lane and the float32 accumulation, so the result is x's 8-bit rounding
 // times w, to float32 accuracy (tests/test_quant_blocks.cpp checks it
 // against that product in float64).
-// Threads split N (each streams its own rows of w, one sequential stream the
-// hardware prefetcher follows: a software prefetch 1-4 KB ahead measured no
-// better and costs issue slots); x's codes (K bytes per row, plus ~K / 4
+// Threads split N in pieces taken from a shared counter (parallel_for_balanced:
+// each piece a run of rows, sequential streams the hardware prefetcher
+// follows; a software prefetch 1-4 KB ahead measured no better and costs
+// issue slots); x's codes (K bytes per row, plus ~K / 4
 // of per-16 and per-32 scales and sums) stay in L1/L2, and what the kernels
 // read of x per weight is kept small (Q8Rows).
 // Measured on a 2-core Zen 5 (docs/performance.md, session 17): one core
