@@ -276,6 +276,19 @@ TEST(QuantBlocks, MatmulMatchesFloat64) {
   }
 }
 
+// Many rows of x: the packed 8-bit GEMM takes 512 rows per pass over the
+// panels (quant_blocks_qmm_int8.cpp), so 600 rows run a second, partial
+// pass with a remainder tile.
+TEST(QuantBlocks, MatmulManyRowsMatchesFloat64) {
+  for (const std::string mode : {"q4_0", "q4_k", "q6_k"}) {
+    SCOPED_TRACE(mode);
+    const int k = layout(mode).block == 32 ? 96 : 512;
+    array w = random_blocks(mode, 37, k);
+    array x = test::random_array({600, k});
+    EXPECT_TRUE(close_product(qmm(x, w, mode), x, w, mode, 2e-6 * std::sqrt(double(k))));
+  }
+}
+
 // bfloat16 x through the decode kernels (on AVX512-BF16 CPUs Q4_0, Q4_K and
 // Q6_K take quant_blocks_qmv_bf16.cpp's vdpbf16ps kernel): every row count
 // of the fused path, odd block counts, sums long enough to show a wrong

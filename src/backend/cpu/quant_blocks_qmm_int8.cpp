@@ -24,7 +24,8 @@
 // different order): tests/test_quant_blocks.cpp compares both against the
 // product in float64.
 // Threads split the panels; each packs its own (20 K bytes per panel, in
-// L2) and reads x's codes (M K bytes) from L2 / L3 for every panel.
+// L2) and reads x's codes from L2 / L3 for every panel, 512 rows of x per
+// pass over the panels (more rows decode the panels again per pass).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -171,13 +172,15 @@ KILN_VNNI void tile(const Panel& p, const Q8View& x, int64_t K, float* y, int64_
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * N + n0, mask, acc[t]);
 }
 
+// Rows m0 .. m0 + M - 1 of x against one panel.
 template <int S, bool kB>
-KILN_VNNI void tiles(const Panel& p, const Q8Rows& r, int64_t M, int64_t K, float* y, int64_t N, int64_t n0, int rows) {
-  int64_t m = 0;
-  for (; m + kTile <= M; m += kTile) tile<kTile, S, kB>(p, view(r, m, K), K, y + m * N, N, n0, rows);
+KILN_VNNI void tiles(const Panel& p, const Q8Rows& r, int64_t m0, int64_t M, int64_t K, float* y, int64_t N,
+                     int64_t n0, int rows) {
+  int64_t m = m0;
+  for (; m + kTile <= m0 + M; m += kTile) tile<kTile, S, kB>(p, view(r, m, K), K, y + m * N, N, n0, rows);
   const Q8View v = view(r, m, K);
   float* ym = y + m * N;
-  switch (M - m) {
+  switch (m0 + M - m) {
     case 7: tile<7, S, kB>(p, v, K, ym, N, n0, rows); break;
     case 6: tile<6, S, kB>(p, v, K, ym, N, n0, rows); break;
     case 5: tile<5, S, kB>(p, v, K, ym, N, n0, rows); break;
@@ -189,20 +192,28 @@ KILN_VNNI void tiles(const Panel& p, const Q8Rows& r, int64_t M, int64_t K, floa
   }
 }
 
+// Rows of x per pass over the panels: every panel reads the pass's codes
+// (rows x K bytes), which should come from L2 / L3, not DRAM; each pass
+// decodes the panels again (once per 512 rows of x).
+constexpr int64_t kPassRows = 512;
+
 template <BlockFormat F>
 void qmm(const Q8Rows& r, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y) {
   constexpr int S = sub_size<F>();
   const int64_t row_bytes = K / block_layout(F).block * block_layout(F).bytes;
   const int64_t panels = (N + kRows - 1) / kRows;
-  parallel_for_balanced(panels, 1, [&](int64_t p0, int64_t p1) {
-    Panel p;
-    p.size_for(K, S);
-    for (int64_t pi = p0; pi < p1; ++pi) {
-      const int64_t n0 = pi * kRows;
-      pack<F>(w, row_bytes, n0, N, K, p);
-      tiles<S, has_b<F>()>(p, r, M, K, y, N, n0, static_cast<int>(std::min<int64_t>(kRows, N - n0)));
-    }
-  });
+  for (int64_t m0 = 0; m0 < M; m0 += kPassRows) {
+    const int64_t mp = std::min(kPassRows, M - m0);
+    parallel_for_balanced(panels, 1, [&](int64_t p0, int64_t p1) {
+      Panel p;
+      p.size_for(K, S);
+      for (int64_t pi = p0; pi < p1; ++pi) {
+        const int64_t n0 = pi * kRows;
+        pack<F>(w, row_bytes, n0, N, K, p);
+        tiles<S, has_b<F>()>(p, r, m0, mp, K, y, N, n0, static_cast<int>(std::min<int64_t>(kRows, N - n0)));
+      }
+    });
+  }
 }
 
 }  // namespace
