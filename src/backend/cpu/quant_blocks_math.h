@@ -127,8 +127,14 @@ KILN_QB int clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : 
 // ---- decoding ----
 
 // Weights per (a, b) pair.
-KILN_QB int sub_size(BlockFormat f) {
+KILN_QB constexpr int sub_size(BlockFormat f) {
   return (f == BlockFormat::q2_k || f == BlockFormat::q3_k || f == BlockFormat::q6_k) ? 16 : 32;
+}
+
+// Whether a format's sub-blocks carry an offset b (w = a * q + b).
+KILN_QB constexpr bool has_offset(BlockFormat f) {
+  return f == BlockFormat::q4_1 || f == BlockFormat::q5_1 || f == BlockFormat::q2_k || f == BlockFormat::q4_k ||
+         f == BlockFormat::q5_k;
 }
 
 // K formats' 6-bit scale and min of sub-block j (ggml's get_scale_min_k4).

@@ -49,18 +49,6 @@ using qparams::Params;
 constexpr int kRows = 16;  // rows of w per panel: one zmm of int32 lanes
 constexpr int kTile = 8;   // rows of x per tile
 
-template <BlockFormat F>
-constexpr bool has_b() {
-  return F == BlockFormat::q4_1 || F == BlockFormat::q5_1 || F == BlockFormat::q2_k || F == BlockFormat::q4_k ||
-         F == BlockFormat::q5_k;
-}
-
-// Weights per scale: 16 where a 32-weight chunk has two sub-blocks.
-template <BlockFormat F>
-constexpr int sub_size() {
-  return Dec<F>::kHalves || F == BlockFormat::q6_k ? 16 : 32;
-}
-
 // A panel: codes [K / 4][16][4] u8, a and b [K / S][16] floats.
 struct Panel {
   std::vector<uint8_t> store;
@@ -108,7 +96,7 @@ KILN_VNNI KILN_QINLINE void transpose_store(const __m256i (&ch)[kRows], uint8_t*
 template <BlockFormat F>
 KILN_VNNI void pack(const uint8_t* w, int64_t row_bytes, int64_t n0, int64_t N, int64_t K, Panel& p) {
   using D = Dec<F>;
-  constexpr int S = sub_size<F>(), kSubs = D::kBlock / S;
+  constexpr int S = qb::sub_size(F), kSubs = D::kBlock / S;
   const int64_t nb = K / D::kBlock;
   const uint8_t* rows[kRows];
   for (int r = 0; r < kRows; ++r) rows[r] = w + std::min(n0 + r, N - 1) * row_bytes;
@@ -118,7 +106,7 @@ KILN_VNNI void pack(const uint8_t* w, int64_t row_bytes, int64_t n0, int64_t N, 
       D::params(rows[r] + bi * D::kBytes, pr);
       for (int j = 0; j < kSubs; ++j) {
         p.a[(bi * kSubs + j) * kRows + r] = pr.a[j];
-        p.b[(bi * kSubs + j) * kRows + r] = has_b<F>() ? pr.b[j] : 0.f;
+        if constexpr (qb::has_offset(F)) p.b[(bi * kSubs + j) * kRows + r] = pr.b[j];  // read only then
       }
     }
     for (int c = 0; c < D::kChunks; ++c) {
@@ -199,7 +187,7 @@ constexpr int64_t kPassRows = 512;
 
 template <BlockFormat F>
 void qmm(const Q8Rows& r, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y) {
-  constexpr int S = sub_size<F>();
+  constexpr int S = qb::sub_size(F);
   const int64_t row_bytes = K / block_layout(F).block * block_layout(F).bytes;
   const int64_t panels = (N + kRows - 1) / kRows;
   for (int64_t m0 = 0; m0 < M; m0 += kPassRows) {
@@ -210,7 +198,7 @@ void qmm(const Q8Rows& r, int64_t M, const uint8_t* w, int64_t N, int64_t K, flo
       for (int64_t pi = p0; pi < p1; ++pi) {
         const int64_t n0 = pi * kRows;
         pack<F>(w, row_bytes, n0, N, K, p);
-        tiles<S, has_b<F>()>(p, r, m0, mp, K, y, N, n0, static_cast<int>(std::min<int64_t>(kRows, N - n0)));
+        tiles<S, qb::has_offset(F)>(p, r, m0, mp, K, y, N, n0, static_cast<int>(std::min<int64_t>(kRows, N - n0)));
       }
     });
   }

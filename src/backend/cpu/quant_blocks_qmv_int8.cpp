@@ -103,12 +103,6 @@ KILN_QINLINE float round_block(const float* x, int8_t* q) {
   return amax / 127.f;
 }
 
-template <BlockFormat F>
-constexpr bool has_bias() {
-  return F == BlockFormat::q4_1 || F == BlockFormat::q5_1 || F == BlockFormat::q2_k || F == BlockFormat::q4_k ||
-         F == BlockFormat::q5_k;
-}
-
 // ---- AVX-512 VNNI decoders: 64 weights as one zmm of u8 codes ----
 
 // Super-block formats: pair g (chunks 2g and 2g + 1) of a 256-weight block.
@@ -226,7 +220,7 @@ KILN_VNNI KILN_QINLINE __m512 two_halves(const float* p) {
 template <BlockFormat F, int M>
 KILN_VNNI void qmv_vnni_256(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
   using D = V256<F>;
-  constexpr bool kBias = has_bias<F>();
+  constexpr bool kBias = qb::has_offset(F);
   constexpr int A = M == 1 ? 2 : 1;
   const int64_t nb = x.K / 256, row_bytes = nb * D::kBytes;
   // Lane i of pair g takes sub-block 2g + i / 8 (32-weight subs) or 4g + i / 4.
@@ -367,7 +361,7 @@ KILN_VNNI KILN_QINLINE void step_vnni_32(const uint8_t* row, const uint8_t* end,
   for (int m = 0; m < M; ++m) {
     const __m512i t = dot64<D::kOff, false, D::kSigned>(u, x, m, k);
     acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(sa, two_halves(x.d32(m, k))), acc[m]);
-    if constexpr (has_bias<F>()) {
+    if constexpr (qb::has_offset(F)) {
       bias[m] += bias_a * *x.s32(m, 32 * b0);
       if (b1 != b0) bias[m] += bias_b * *x.s32(m, 32 * b1);
     }
@@ -465,7 +459,7 @@ void qmv_avx2_i8(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, floa
       const uint8_t* blk = row + b * D::kBytes;
       Params p;
       D::params(blk, p);
-      if constexpr (has_bias<F>()) {
+      if constexpr (qb::has_offset(F)) {
         for (int m = 0; m < M; ++m) {
           const float* s = D::kHalves ? x.s16(m, b * D::kBlock) : x.s32(m, b * D::kBlock);
           if constexpr (kSubs >= 8) {

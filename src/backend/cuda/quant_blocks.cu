@@ -61,13 +61,6 @@ __device__ __forceinline__ uint32_t ld32(const uint8_t* p) {
   return s == 0 ? q[0] : __funnelshift_r(q[0], q[1], s);
 }
 
-// Whether a format's sub-blocks carry an offset b (w = a * q + b).
-template <BlockFormat F>
-constexpr bool has_offset() {
-  return F == BlockFormat::q4_1 || F == BlockFormat::q5_1 || F == BlockFormat::q2_k || F == BlockFormat::q4_k ||
-         F == BlockFormat::q5_k;
-}
-
 // Four unsigned bytes of v as the floats byte - zero: 2^23 + byte is built
 // in the bits of a float (PRMT) and 2^23 + zero subtracted (FADD): two
 // full-rate instructions per weight instead of a quarter-rate I2F.
@@ -224,10 +217,10 @@ __global__ void __launch_bounds__(kWarps * 32) qmv_kernel(const T* __restrict__ 
 #pragma unroll
           for (int i = 0; i < 8; ++i) {
             d = fmaf(q[i], xv[i], d);
-            if constexpr (has_offset<F>()) sx += xv[i];
+            if constexpr (qb::has_offset(F)) sx += xv[i];
           }
           acc[m] = fmaf(a, d, acc[m]);
-          if constexpr (has_offset<F>()) acc[m] = fmaf(b, sx, acc[m]);
+          if constexpr (qb::has_offset(F)) acc[m] = fmaf(b, sx, acc[m]);
         }
       }
     }
@@ -281,7 +274,7 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
 template <BlockFormat F, typename T>
 __global__ void dequantize_kernel(const uint8_t* __restrict__ w, T* __restrict__ out, int64_t n) {
   constexpr int kBlock = block_layout(F).block, kBytes = block_layout(F).bytes;
-  constexpr int sub = F == BlockFormat::q2_k || F == BlockFormat::q3_k || F == BlockFormat::q6_k ? 16 : 32;
+  constexpr int sub = qb::sub_size(F);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const uint8_t* blk = w + (i / kBlock) * kBytes;
