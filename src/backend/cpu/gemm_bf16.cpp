@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/gemm_avx512_store.h"
 #include "backend/cpu/gemm_internal.h"
+#include "backend/cpu/gemm_pack_avx512.h"
 #include "backend/cpu/gemm_packing.h"
 
 namespace kiln::cpu {
@@ -74,7 +75,8 @@ KILN_TARGET_AVX512_BF16 void kernel_bf16_avx512_14x32(int64_t kc_padded, const v
 // kernel's KC=256, and each B byte now carries twice the work.
 const KernelSpec& bf16_dot_avx512_spec() {
   static const KernelSpec s{"bf16_dot_avx512_14x32", kMr, kNr, 512, 14 * 24, 4096, 2, 2, 2,
-                            kernel_bf16_avx512_14x32, pack_bf16_pair_panel<kMr>, pack_bf16_pair_panel<kNr>};
+                            kernel_bf16_avx512_14x32, pack_bf16_pair_panel_avx512<kMr>,
+                            pack_bf16_pair_panel_avx512<kNr>};
   return s;
 }
 

@@ -12,6 +12,7 @@
 
 #include "backend/cpu/gemm_avx512_store.h"
 #include "backend/cpu/gemm_internal.h"
+#include "backend/cpu/gemm_pack_avx512.h"
 #include "backend/cpu/gemm_packing.h"
 
 namespace kiln::cpu::gemm_detail {
@@ -128,7 +129,8 @@ void kernel_f32_avx2_6x16(int64_t kc, const void* a_v, const void* b_v, void* c_
 //  NC: the shared packed B panel (KC x NC) lives in L3.
 const KernelSpec& f32_avx512_spec() {
   static const KernelSpec s{"f32_avx512_14x32", kMr512, kNr512, 256, 14 * 24, 4096, 1, 4, 4,
-                            kernel_f32_avx512_14x32, pack_f32_panel<float, kMr512>, pack_f32_panel<float, kNr512>};
+                            kernel_f32_avx512_14x32, pack_f32_panel_avx512<kMr512>,
+                            pack_f32_panel_avx512<kNr512>};
   return s;
 }
 

@@ -7,12 +7,13 @@
 //   of quantized_qmv*.cpp (4-bit with bf16 x through vdpbf16ps where the
 //   CPU has AVX512-BF16), reading the packed words once, dequantizing in
 //   registers (`kiln bench` rows qmv_affine4, qmv_affine8);
-// - QMM (M > 8, either orientation: prefill): w is dequantized one tile of
-//   output columns at a time into a panel that stays in the last-level
-//   cache (bf16 for bf16 x, else float32) and multiplied by Kiln's GEMM
-//   kernels (gemm.h: AMX / AVX512-BF16 for bf16), so the full-size
-//   dequantized weights never exist in memory (`kiln bench` row
-//   qmm_affine4);
+// - QMM (M >= 24, either orientation: prefill): w is dequantized one tile
+//   of output columns at a time (AVX-512: quantized_dequant_avx512.cpp)
+//   into a panel that stays in the last-level cache (bf16 for bf16 x, else
+//   float32) and multiplied by Kiln's GEMM kernels (gemm.h: AMX /
+//   AVX512-BF16 for bf16), so the full-size dequantized weights never exist
+//   in memory (`kiln bench` row qmm_affine4); 9 to 23 rows of x take the
+//   QMV kernels in passes of 8 rows;
 // - float64 (references, transformation checks): dequantize in double and
 //   a plain product;
 // - generic (everything else: bits 3, 5, 6 at small M, w not transposed at
@@ -133,17 +134,27 @@ void quantize_rows(const T* w, int64_t rows, int64_t K, QuantParams p, uint32_t*
   });
 }
 
+// Rows [r0, r1) of w (K values each) into out (row r0 first, row stride
+// ldo), rounded
+// as MLX rounds: the product s * q in T, then the sum with the bias in T
+// (double: one fma). One thread; AVX-512 where the CPU has it.
 template <typename T>
-void dequantize_rows(const uint32_t* w, const T* scales, const T* biases, int64_t rows, int64_t K, QuantParams p,
-                     T* out) {
+void dequantize_range(const uint32_t* w, const T* scales, const T* biases, int64_t r0, int64_t r1, int64_t K,
+                      QuantParams p, T* out, int64_t ldo) {
   const int64_t G = K / p.group_size;
   const int64_t words = K * p.bits / 32;
-  cpu::parallel_for(rows * G, 256, [&](int64_t g0, int64_t g1) {
-    std::vector<float> q(p.group_size);
-    for (int64_t g = g0; g < g1; ++g) {
-      int64_t r = g / G, gi = g % G;
+  if constexpr (!std::is_same_v<T, double>) {
+    if (cpu::cpu_target() >= cpu::CpuTarget::avx512 &&
+        cpu::dequantize_rows_avx512<T>(w + r0 * words, scales + r0 * G, biases + r0 * G, r1 - r0, K, p.bits,
+                                       p.group_size, out, ldo))
+      return;
+  }
+  std::vector<float> q(p.group_size);
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t gi = 0; gi < G; ++gi) {
+      const int64_t g = r * G + gi;
       unpack_range(w + r * words, gi * p.group_size, p.group_size, p.bits, q.data());
-      T* o = out + g * p.group_size;
+      T* o = out + (r - r0) * ldo + gi * p.group_size;
       if constexpr (std::is_same_v<T, double>) {
         // One rounding (an fma), the same on the GPU whatever the compiler contracts.
         for (int k = 0; k < p.group_size; ++k) o[k] = std::fma(static_cast<double>(q[k]), scales[g], biases[g]);
@@ -157,6 +168,16 @@ void dequantize_rows(const uint32_t* w, const T* scales, const T* biases, int64_
         }
       }
     }
+  }
+}
+
+template <typename T>
+void dequantize_rows(const uint32_t* w, const T* scales, const T* biases, int64_t rows, int64_t K, QuantParams p,
+                     T* out) {
+  // ~64 K values per piece.
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(K, 1));
+  cpu::parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+    dequantize_range<T>(w, scales, biases, r0, r1, K, p, out + r0 * K, K);
   });
 }
 
@@ -228,11 +249,14 @@ void generic_plain(const cpu::QmvArgs& a) {
   });
 }
 
-// Dequantizes output columns [n0, n0 + nb) of w into a row-major panel
-// [K, nb] of P and multiplies by Kiln's GEMM (plain w: a column block of
-// every row, nb a multiple of the group; transposed w: rows of w written as
-// columns). P is bfloat16 for bfloat16 x: the product then runs in the bf16
-// GEMM (AMX tiles or AVX512-BF16 where the CPU has them, fp32 accumulation).
+// Dequantizes output columns [n0, n0 + nb) of w into a panel of P and
+// multiplies by Kiln's GEMM. P is bfloat16 for bfloat16 x: the product
+// then runs in the bf16 GEMM (AMX tiles or AVX512-BF16 where the CPU has
+// them, fp32 accumulation). The panel holds the values `dequantize` gives
+// (MLX's rounding in the scales' dtype), so the product is x times the
+// dequantized w. Transposed w (the Linear layout, [N, K]): rows n of w are
+// dequantized in place as rows of the panel [nb, K], which the GEMM reads
+// as a column-major B. Plain w ([K, N]): a column block of every row.
 template <typename T, typename P>
 void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
   const int64_t inner = a.K, outer = a.N;
@@ -240,7 +264,8 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
   const int64_t G = packed_len / a.group_size, words = packed_len * a.bits / 32;
   const T* scales = static_cast<const T*>(a.scales);
   const T* biases = static_cast<const T*>(a.biases);
-  // About 16 MB of float panel: big enough that the GEMM's packing of x is
+  const QuantParams qp{a.group_size, a.bits};
+  // About 4 M values of panel: big enough that the GEMM's packing of x is
   // amortized, small enough to stay in the last-level cache.
   int64_t tile = std::max<int64_t>(128, (int64_t{4} << 20) / std::max<int64_t>(inner, 1) / 128 * 128);
   tile = std::min(tile, outer);
@@ -249,24 +274,15 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
   for (int64_t n0 = 0; n0 < outer; n0 += tile) {
     int64_t nb = std::min(tile, outer - n0);
     if (transpose) {
-      // Rows of w become columns of the panel (the layout the GEMM packs
-      // fastest; a transposed B is several times slower), through 16 x 256
-      // blocks so that both the reads and the writes stay within cache lines.
-      constexpr int64_t kRows = 16, kCols = 256;
-      const int64_t kblocks = (inner + kCols - 1) / kCols, rblocks = (nb + kRows - 1) / kRows;
-      cpu::parallel_for(kblocks * rblocks, 4, [&](int64_t b0, int64_t b1) {
-        std::vector<float> tmp(kRows * kCols);
-        for (int64_t bi = b0; bi < b1; ++bi) {
-          int64_t r0 = (bi % rblocks) * kRows, k0 = (bi / rblocks) * kCols;
-          int64_t rn = std::min(kRows, nb - r0), kn = std::min(kCols, inner - k0);
-          for (int64_t r = 0; r < rn; ++r) {
-            int64_t n = n0 + r0 + r;
-            unpack_range(a.w + n * words, k0, kn, a.bits, tmp.data() + r * kCols);
-            scale_groups(tmp.data() + r * kCols, k0, kn, a.group_size, scales + n * G, biases + n * G);
-          }
-          for (int64_t k = 0; k < kn; ++k) {
-            P* o = panel.get() + (k0 + k) * nb + r0;
-            for (int64_t r = 0; r < rn; ++r) o[r] = cpu::convert<P>(tmp[r * kCols + k]);
+      cpu::parallel_for(nb, 4, [&](int64_t r0, int64_t r1) {
+        if constexpr (std::is_same_v<T, P>) {
+          dequantize_range<T>(a.w, scales, biases, n0 + r0, n0 + r1, inner, qp, panel.get() + r0 * inner, inner);
+        } else {
+          std::vector<T> row(inner);
+          for (int64_t r = r0; r < r1; ++r) {
+            dequantize_range<T>(a.w, scales, biases, n0 + r, n0 + r + 1, inner, qp, row.data(), inner);
+            P* o = panel.get() + r * inner;
+            for (int64_t k = 0; k < inner; ++k) o[k] = cpu::convert<P>(row[k]);
           }
         }
       });
@@ -281,22 +297,38 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
         }
       });
     }
+    // B [inner, nb]: the panel read column-major (transposed w) or row-major.
+    const int64_t b_row = transpose ? 1 : nb, b_col = transpose ? inner : 1;
     if constexpr (std::is_same_v<P, bfloat16_t>) {
-      cpu::gemm_bf16({a.M, nb, inner, a.x_raw, inner, 1, panel.get(), nb, 1, a.out + n0, a.N, cpu_threads()}, float32);
+      cpu::gemm_bf16({a.M, nb, inner, a.x_raw, inner, 1, panel.get(), b_row, b_col, a.out + n0, a.N, cpu_threads()},
+                     float32);
     } else {
-      cpu::gemm_f32({a.M, nb, inner, a.x, inner, 1, panel.get(), nb, 1, a.out + n0, a.N, cpu_threads()});
+      cpu::gemm_f32({a.M, nb, inner, a.x, inner, 1, panel.get(), b_row, b_col, a.out + n0, a.N, cpu_threads()});
     }
   }
 }
 
-// The smallest M that takes the tiled GEMM path: below it the product is
-// bandwidth-bound and the QMV / generic kernels read w once.
-constexpr int64_t kQmmMinRows = 9;
+// The smallest M that takes the tiled GEMM path. Below it, transposed w
+// goes through the QMV kernels, 8 rows of x per pass over w: 4-bit 14336 x
+// 4096 on 2 Zen cores, one pass 7.5 ms (bf16 x) / 13 ms (float32 x), the
+// GEMM path 10 ms of dequantization plus 16-35 ms of GEMM at M = 16-32.
+constexpr int64_t kQmmMinRows = 24;
 
 void product_2d(const cpu::QmvArgs& a, bool transpose) {
   if (a.M == 0 || a.N == 0) return;
   if (a.K == 0) {
     std::fill(a.out, a.out + a.M * a.N, 0.0f);
+    return;
+  }
+  if (transpose && a.M > cpu::kQmvMaxRows && a.M < kQmmMinRows) {
+    for (int64_t m0 = 0; m0 < a.M; m0 += cpu::kQmvMaxRows) {
+      cpu::QmvArgs part = a;
+      part.M = std::min<int64_t>(cpu::kQmvMaxRows, a.M - m0);
+      part.x = a.x + m0 * a.K;
+      part.x_raw = static_cast<const char*>(a.x_raw) + m0 * a.K * static_cast<int64_t>(size_of(a.t));
+      part.out = a.out + m0 * a.N;
+      product_2d(part, transpose);
+    }
     return;
   }
   auto typed = [&](auto tag) {

@@ -33,6 +33,16 @@ bool qmv_avx512(const QmvArgs& a);
 bool qmv4_avx512_bf16(const QmvArgs& a);
 bool qmv_avx2(const QmvArgs& a);
 
+// Dequantizes `rows` rows of an affine-quantized matrix (K values per row
+// along its packed axis; scales and biases [rows, K / group_size]) into
+// out (row stride ldo) as MLX does, in T: s * q rounded to T, then + b
+// rounded to T (quantized_dequant_avx512.cpp; the caller checks for
+// AVX-512). false when it does not apply: bits other than 2, 4, 8, or a
+// group size that is not a multiple of 16.
+template <typename T>
+bool dequantize_rows_avx512(const uint32_t* w, const T* scales, const T* biases, int64_t rows, int64_t K, int bits,
+                            int group_size, T* out, int64_t ldo);
+
 // One product of x [M, K] (float, row-major) with a transposed
 // microscaling w [N, K * bits / 8 bytes] and its uint8 scales [N, K / gs]
 // into out [M, N] (float): the QMV kernels of quantized_fp_qmv*.cpp.
