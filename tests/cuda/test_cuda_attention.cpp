@@ -4,6 +4,7 @@
 // head dims, masks, GQA/MQA, sinks, odd lengths and strided inputs.
 #include <gtest/gtest.h>
 
+#include "backend/cuda/cudnn_attention.h"
 #include "core/primitives.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
@@ -105,6 +106,61 @@ TEST_F(GpuAttention, PrefillAcrossHeadDimsAndMasks) {
   check({1, 8, 2, 300, 300, 128}, bfloat16, Mask::kCausal, false, true);  // strided
   check({1, 2, 2, 80, 50, 64}, float16, Mask::kCausal);                   // rows that see no key
   check({1, 32, 8, 1024, 1024, 128}, bfloat16, Mask::kCausal);
+}
+
+// cuDNN's fused attention (cudnn_attention.cpp) takes a 16-bit prefill shape
+// from its second request on: each shape runs twice, with new data, both
+// results checked. Where libcudnn.so.9 is present the second runs must
+// have gone through it.
+TEST_F(GpuAttention, RepeatedPrefillShapesThroughCudnn) {
+  const uint64_t before = cuda::cudnn_sdpa_runs();
+  int shapes = 0;
+  auto twice = [&](const Shape4& s, Dtype t, Mask mask, bool transposed = false) {
+    check(s, t, mask, false, transposed);
+    check(s, t, mask, false, transposed);
+    ++shapes;
+  };
+  for (int d : {64, 80, 96, 128, 256}) {
+    for (Dtype t : {float16, bfloat16}) {
+      twice({1, 4, 4, 64, 64, d}, t, Mask::kNone);
+      twice({1, 4, 2, 100, 100, d}, t, Mask::kCausal);  // odd length, GQA, top-left = bottom-right
+      twice({2, 2, 1, 37, 200, d}, t, Mask::kCausal);   // q shorter than k: bottom-right, MQA
+    }
+  }
+  twice({1, 8, 2, 300, 300, 128}, bfloat16, Mask::kCausal, true);  // strided (BSHD) q/k/v
+  twice({1, 8, 2, 129, 333, 128}, float16, Mask::kNone, true);
+  twice({1, 32, 8, 1024, 1024, 128}, bfloat16, Mask::kCausal);
+  if (cuda::cudnn_sdpa_loaded()) {
+    // At least the second run of each (shapes an earlier test ran take
+    // cuDNN on both).
+    EXPECT_GE(cuda::cudnn_sdpa_runs() - before, static_cast<uint64_t>(shapes));
+  } else {
+    std::printf("libcudnn.so.9 not loaded: the prefill kernel ran every shape\n");
+  }
+}
+
+// Inside CUDA graphs: the first capture runs Kiln's kernel, the second
+// request throws under capture (the plan is built outside it, the batch
+// runs eagerly), later captures replay cuDNN's kernel. Every step's result
+// is checked.
+TEST_F(GpuAttention, CudnnPrefillInsideCapturedBatches) {
+  const Shape4 s{1, 8, 2, 192, 256, 64};
+  const uint64_t before = cuda::cudnn_sdpa_runs();
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    array q = random_array({s.batch, s.hq, s.lq, s.d}, bfloat16, -1, 1);
+    array k = random_array({s.batch, s.hkv, s.lk, s.d}, bfloat16, -1, 1);
+    array v = random_array({s.batch, s.hkv, s.lk, s.d}, bfloat16, -1, 1);
+    // Several nodes, so that the batch is captured into a graph.
+    auto run = [&](Device dev) {
+      array qs = multiply(q, array(2.0f, bfloat16), dev);
+      array o = fast::scaled_dot_product_attention(qs, k, v, 0.0625f, "causal", {}, {}, false, dev);
+      return add(o, array(1.0f, bfloat16), dev);
+    };
+    array gpu = run(Device::gpu), cpu = run(Device::cpu);
+    EXPECT_TRUE(all_close(gpu, to_double(cpu), 1e-2, 2e-2));
+  }
+  if (cuda::cudnn_sdpa_loaded()) EXPECT_GE(cuda::cudnn_sdpa_runs() - before, 3u);
 }
 
 TEST_F(GpuAttention, Float32PrefillUsesTheFallback) {

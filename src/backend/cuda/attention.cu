@@ -21,6 +21,7 @@
 #include <string>
 
 #include "backend/cuda/attention.cuh"
+#include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
 #include "core/primitives.h"
@@ -342,6 +343,7 @@ void ScaledDotProductAttention::eval_gpu(const std::vector<array>& inputs, array
     else if (t == float16) cuda::launch_sdpa_decode<__half>(p, splits, scratch, s);
     else if (t == bfloat16) cuda::launch_sdpa_decode<__nv_bfloat16>(p, splits, scratch, s);
     else throw Error(std::string("[") + op + "] no GPU kernel for " + dtype_name(t));
+  } else if (cuda::cudnn_sdpa(p, t, s)) {  // cudnn_attention.cpp
   } else if (t == float16) {
     cuda::launch_sdpa_prefill<__half>(p, s);
   } else if (t == bfloat16) {
