@@ -107,22 +107,25 @@ TEST_F(CudaFast, RopeMatchesCpuAndFallback) {
                     Spec{64, true, true, true}, Spec{64, false, true, true}}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " dims " + std::to_string(sp.dims) + (sp.traditional ? " trad" : ""));
       const int d = sp.dims >= 64 ? sp.dims : 9;  // dims == D: the 128-bit kernel
-      array x = random_array({2, 3, 17, d}, t);
-      array off = sp.per_batch ? array({5, 300}, {2}) : array(7);
-      std::optional<array> freqs;
-      if (sp.freqs) freqs = random_array({sp.dims / 2}, float32, 1.0, 40.0);
-      std::optional<float> base = sp.freqs ? std::nullopt : std::optional<float>(10000.0f);
-      array g = fast::rope(x, sp.dims, sp.traditional, base, 1.0f, off, freqs, Device::gpu);
-      array fb = fallback_of(g);  // before evaluation detaches g
-      array c = fast::rope(x, sp.dims, sp.traditional, base, 1.0f, off, freqs, Device::cpu);
-      const double tol = tol_of(t), atol = tol + 1e-4;  // float angles up to ~300 rad
-      EXPECT_TRUE(all_close(g, to_double(c), tol, atol));
-      EXPECT_TRUE(all_close(g, to_double(fb), 2 * tol, 2 * atol));
-      // The fused backward is the inverse rotation.
-      array back = vjp([&](const array& a) { return fast::rope(a, sp.dims, sp.traditional, base, 1.0f, off, freqs,
-                                                               Device::gpu); },
-                       x, g).second;
-      EXPECT_TRUE(all_close(back, to_double(x), 4 * tol, 4 * atol));
+      // Heads in chunks of 4 with a partial last one (3, 9, 6 rows per position).
+      for (const Shape& xs : {Shape{2, 3, 17, d}, Shape{2, 9, 5, d}, Shape{2, 2, 3, 7, d}}) {
+        array x = random_array(xs, t);
+        array off = sp.per_batch ? array({5, 300}, {2}) : array(7);
+        std::optional<array> freqs;
+        if (sp.freqs) freqs = random_array({sp.dims / 2}, float32, 1.0, 40.0);
+        std::optional<float> base = sp.freqs ? std::nullopt : std::optional<float>(10000.0f);
+        array g = fast::rope(x, sp.dims, sp.traditional, base, 1.0f, off, freqs, Device::gpu);
+        array fb = fallback_of(g);  // before evaluation detaches g
+        array c = fast::rope(x, sp.dims, sp.traditional, base, 1.0f, off, freqs, Device::cpu);
+        const double tol = tol_of(t), atol = tol + 1e-4;  // float angles up to ~300 rad
+        EXPECT_TRUE(all_close(g, to_double(c), tol, atol));
+        EXPECT_TRUE(all_close(g, to_double(fb), 2 * tol, 2 * atol));
+        // The fused backward is the inverse rotation.
+        array back = vjp([&](const array& a) { return fast::rope(a, sp.dims, sp.traditional, base, 1.0f, off, freqs,
+                                                                 Device::gpu); },
+                         x, g).second;
+        EXPECT_TRUE(all_close(back, to_double(x), 4 * tol, 4 * atol));
+      }
     }
   }
 }

@@ -12,7 +12,9 @@
 // loop that re-reads the row (from L2 the second time), with layer_norm's
 // sums shifted by the row's first element so that they do not cancel.
 // Accumulation is in float; the normalized value is rounded to the output
-// type before the weight multiplies it, as the fallback does.
+// type before the weight multiplies it, as the fallback does. The weight
+// and bias are read with the same 128-bit loads as x (one load per 8 bf16
+// elements, not eight).
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
 #include "core/primitives_fast_norm.h"
@@ -44,12 +46,22 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
+// The normalized value rounded to T, times the weight (rounded), plus the
+// bias; wv / bv are the weight and bias elements (read as vectors).
 template <typename T>
-__device__ __forceinline__ T finish(float normalized, const T* w, const T* b, int64_t k) {
+__device__ __forceinline__ T finish(float normalized, bool has_w, T wv, bool has_b, T bv) {
   float v = to_compute(convert<T>(normalized));
-  if (w) v = to_compute(convert<T>(v * to_compute(w[k])));
-  if (b) v += to_compute(b[k]);
+  if (has_w) v = to_compute(convert<T>(v * to_compute(wv)));
+  if (has_b) v += to_compute(bv);
   return convert<T>(v);
+}
+
+// Vector idx of the weight or bias row (whatever, where there is none).
+template <typename P, typename T>
+__device__ __forceinline__ P load_or_any(const T* p, int64_t idx) {
+  P out{};
+  if (p) out = reinterpret_cast<const P*>(p)[idx];
+  return out;
 }
 
 // The rows of x [rows, d] normalized into y; with a residual r (rms_norm
@@ -144,9 +156,10 @@ __global__ void norm_rows(const NormArgs<T> args) {
     for (int i = 0; i < kVecs; ++i) {
       const int64_t idx = lane + static_cast<int64_t>(i) * group;
       if (idx < nv) {
+        const P wp = load_or_any<P>(w, idx), bp = load_or_any<P>(b, idx);
         P o;
 #pragma unroll
-        for (int e = 0; e < E; ++e) o.v[e] = finish<T>((v[i][e] - mean) * inv, w, b, idx * E + e);
+        for (int e = 0; e < E; ++e) o.v[e] = finish<T>((v[i][e] - mean) * inv, w, wp.v[e], b, bp.v[e]);
         yr[idx] = o;
       }
     }
@@ -174,9 +187,10 @@ __global__ void norm_rows(const NormArgs<T> args) {
     const P* again = rr ? hr : xr;  // the second pass reads what the first wrote
     for (int64_t idx = lane; idx < nv; idx += group) {
       const P a = again[idx];
+      const P wp = load_or_any<P>(w, idx), bp = load_or_any<P>(b, idx);
       P o;
 #pragma unroll
-      for (int e = 0; e < E; ++e) o.v[e] = finish<T>((to_compute(a.v[e]) - mean) * inv, w, b, idx * E + e);
+      for (int e = 0; e < E; ++e) o.v[e] = finish<T>((to_compute(a.v[e]) - mean) * inv, w, wp.v[e], b, bp.v[e]);
       yr[idx] = o;
     }
   }
