@@ -135,9 +135,8 @@ void quantize_rows(const T* w, int64_t rows, int64_t K, QuantParams p, uint32_t*
 }
 
 // Rows [r0, r1) of w (K values each) into out (row r0 first, row stride
-// ldo), rounded
-// as MLX rounds: the product s * q in T, then the sum with the bias in T
-// (double: one fma). One thread; AVX-512 where the CPU has it.
+// ldo), rounded as MLX rounds: the product s * q in T, then the sum with
+// the bias in T (double: one fma). One thread; AVX-512 where the CPU has it.
 template <typename T>
 void dequantize_range(const uint32_t* w, const T* scales, const T* biases, int64_t r0, int64_t r1, int64_t K,
                       QuantParams p, T* out, int64_t ldo) {
@@ -252,11 +251,11 @@ void generic_plain(const cpu::QmvArgs& a) {
 // Dequantizes output columns [n0, n0 + nb) of w into a panel of P and
 // multiplies by Kiln's GEMM. P is bfloat16 for bfloat16 x: the product
 // then runs in the bf16 GEMM (AMX tiles or AVX512-BF16 where the CPU has
-// them, fp32 accumulation). The panel holds the values `dequantize` gives
-// (MLX's rounding in the scales' dtype), so the product is x times the
-// dequantized w. Transposed w (the Linear layout, [N, K]): rows n of w are
-// dequantized in place as rows of the panel [nb, K], which the GEMM reads
-// as a column-major B. Plain w ([K, N]): a column block of every row.
+// them, fp32 accumulation). Transposed w (the Linear layout, [N, K]): rows
+// n of w are dequantized as rows of the panel [nb, K], with the values
+// `dequantize` gives (MLX's rounding in the scales' dtype), and the GEMM
+// reads the panel as a column-major B. Plain w ([K, N]): a column block of
+// every row, scaled in float.
 template <typename T, typename P>
 void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
   const int64_t inner = a.K, outer = a.N;

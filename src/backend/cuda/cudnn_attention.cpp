@@ -337,6 +337,7 @@ struct Entry {
 // Plans kept at most (each holds compiled kernels): later new shapes run
 // attention_prefill.cu.
 constexpr size_t kMaxPlans = 64;
+constexpr size_t kMaxShapes = 4096;
 
 }  // namespace
 
@@ -360,7 +361,14 @@ bool cudnn_sdpa(const SdpaParams& p, Dtype t, cudaStream_t s) {
     key[11 + i] = p.k_strides[i];
     key[14 + i] = p.v_strides[i];
   }
-  Entry& entry = (*entries)[key];
+  auto found = entries->find(key);
+  if (found == entries->end()) {
+    // Shapes seen once are remembered up to a bound (a server sees a new
+    // prompt length at every request).
+    if (entries->size() >= kMaxShapes) return false;
+    found = entries->emplace(key, Entry{}).first;
+  }
+  Entry& entry = found->second;
   if (!entry.plan) {
     if (++entry.requests < 2 || built >= kMaxPlans) return false;
     // Loading the library and building the plan allocate and compile: not
