@@ -296,9 +296,17 @@ __global__ void __launch_bounds__(128) decode_merge(SdpaParams p, int splits, co
   }
   const float inv = 1.0f / total;
   for (int d = tid; d < D; d += 128) {
-    float acc = 0.0f;
-    for (int i = 0; i < splits; ++i) acc += wts[i] * first[i * stride + 2 + d];
-    out[d] = static_cast<T>(acc * inv);
+    // Eight partials in flight at a time: one accumulator made the loop a
+    // chain of L2 round trips, one per split (32 blocks do this work).
+    float acc[8] = {};
+    int i = 0;
+    for (; i + 8 <= splits; i += 8) {
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc[u] += wts[i + u] * first[(i + u) * stride + 2 + d];
+    }
+    for (; i < splits; ++i) acc[0] += wts[i] * first[i * stride + 2 + d];
+    const float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    out[d] = static_cast<T>(sum * inv);
   }
 }
 
