@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch eager on the chain of tests/cuda/bench_graphs.cpp: 1,000 small ops
+"""PyTorch eager on the chain of `kiln bench`'s HOST rows: 1,000 small ops
 (multiply, add, tanh) on a fp32 vector, wall time per op until the result is
 ready (torch.cuda.synchronize), median over repetitions. Also the same chain
 replayed through a torch CUDA graph, for reference.

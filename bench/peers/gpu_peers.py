@@ -263,7 +263,7 @@ def drills(quick):
     # transposed view of a row-major [N, K] weight (the layout cuBLASLt's FP8
     # path takes); per-tensor scales, and 1x128 (a) / 128x128 (b) block
     # scales in the layouts torch wants (scale_a M-major, scale_b K-block
-    # major). Kiln's rows: kiln_cuda_bench fp8_gemm.
+    # major). Kiln's rows: `kiln bench --device gpu` D4 fp8_gemm.
     fs = 1024 if quick else 8192
     fb = fs // 128
     if hasattr(torch, "float8_e4m3fn"):

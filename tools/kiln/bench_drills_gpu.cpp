@@ -16,7 +16,7 @@
 //
 // D1's add+gelu runs both ways: two kernels (add writes x + z, gelu reads
 // it back) and compile's one fused NVRTC kernel (backend/cuda/compiled.cpp).
-// The HOST rows are the 1,000-op chain of tests/cuda/bench_graphs.cpp on a
+// The HOST rows are a chain of 1,000 small ops (multiply, add, tanh) on a
 // small vector, eager (a kernel per op) and compiled (a few fused
 // kernels): their time is launch cost, not bandwidth.
 #ifdef KILN_HAS_CUDA
@@ -260,8 +260,8 @@ void add_unary_binary(std::vector<GpuDrill>& out, bool quick) {
   }});
 }
 
-// The chain of tests/cuda/bench_graphs.cpp (multiply, add, tanh, 1,000 ops
-// on 1,024 floats); bytes: one read and one write of the vector.
+// The chain (multiply, add, tanh, 1,000 ops on 1,024 floats; PyTorch's
+// eager time on it: bench/peers/chain_torch.py); bytes: one read and one write of the vector.
 std::vector<array> host_chain(const std::vector<array>& in) {
   array x = in[0];
   for (int i = 0; i < 1000; ++i) {
