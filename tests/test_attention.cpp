@@ -198,9 +198,13 @@ TEST(Attention, SinksAndStridedInputs) {
 }
 
 TEST(Attention, EveryKernelLevel) {
-  for (auto level : {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512}) {
+  for (auto level : {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512,
+                     cpu::CpuTarget::avx512_bf16}) {
     cpu::set_cpu_target_override(level);
     check({1, 4, 2, 2, 100, 64, 64, bfloat16, MaskKind::kCausal, true});
+    // bf16 prefill tiles (vdpbf16ps where the CPU has AVX512-BF16): an odd
+    // block, two row tiles, GQA.
+    check({1, 8, 2, 70, 101, 64, 64, bfloat16, MaskKind::kNone});
     check({1, 4, 2, 40, 100, 48, 40, float16, MaskKind::kAdditive});
     check({1, 2, 2, 1, 600, 16, 16, float32, MaskKind::kBool});
     cpu::clear_cpu_target_override();

@@ -79,7 +79,9 @@ void ScaledDotProductAttention::eval_cpu(const std::vector<array>& inputs, array
   }
   a.out = detail::data_ptr(out);
   const cpu::CpuTarget level = cpu::cpu_target();
-  if (level >= cpu::CpuTarget::avx512) {
+  if (level >= cpu::CpuTarget::avx512_bf16) {
+    cpu::sdpa_avx512_bf16(a);
+  } else if (level >= cpu::CpuTarget::avx512) {
     cpu::sdpa_avx512(a);
   } else if (level >= cpu::CpuTarget::avx2) {
     cpu::sdpa_avx2(a);

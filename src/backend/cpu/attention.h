@@ -29,5 +29,6 @@ struct SdpaArgs {
 void sdpa_scalar(const SdpaArgs& a);
 void sdpa_avx2(const SdpaArgs& a);
 void sdpa_avx512(const SdpaArgs& a);
+void sdpa_avx512_bf16(const SdpaArgs& a);  // bf16 prefill tiles on vdpbf16ps
 
 }  // namespace kiln::cpu
