@@ -33,6 +33,7 @@ struct Vec {
   static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R add(R a, R b) { return _mm256_add_ps(a, b); }
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
   static float sum(R x) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -62,6 +63,7 @@ struct Vec {
   static R fmadd(R a, R b, R c) { return std::fma(a, b, c); }
   static R mul(R a, R b) { return a * b; }
   static R add(R a, R b) { return a + b; }
+  static R max(R a, R b) { return std::max(a, b); }
   static float sum(R x) { return x; }
 };
 

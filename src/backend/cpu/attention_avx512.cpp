@@ -37,6 +37,7 @@ struct Vec {
   static R fmadd(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
   static float sum(R x) { return _mm512_reduce_add_ps(x); }
 };
 
