@@ -16,38 +16,9 @@
 
 #include "backend/cpu/avx512_target.h"
 #include "backend/cpu/gemm_packing.h"
+#include "backend/cpu/transpose_16x16_avx512.h"
 
 namespace kiln::cpu::gemm_detail {
-
-// In place: r[c] becomes column c of the 16 x 16 matrix of 32-bit values
-// whose row i was r[i].
-KILN_AVX512 inline void transpose_16x16_epi32(__m512i r[16]) {
-  __m512i t[16], u[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
-  }
-  // u[4i + j], 128-bit lane L: column 4L + j of rows 4i .. 4i + 3.
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
-    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
-    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
-  }
-  // A 4 x 4 transpose of 128-bit lanes per j: column 4L + j gathers lane L
-  // of u[j], u[4 + j], u[8 + j], u[12 + j].
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {
-    __m512i p0 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x44), p1 = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xee);
-    __m512i q0 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x44), q1 = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xee);
-    r[j] = _mm512_shuffle_i32x4(p0, q0, 0x88);
-    r[4 + j] = _mm512_shuffle_i32x4(p0, q0, 0xdd);
-    r[8 + j] = _mm512_shuffle_i32x4(p1, q1, 0x88);
-    r[12 + j] = _mm512_shuffle_i32x4(p1, q1, 0xdd);
-  }
-}
 
 // dst[k * R + r] = 32-bit group k of line r (lines line_bytes apart), for
 // k < groups; zero for len <= r < R.
@@ -59,14 +30,14 @@ KILN_AVX512 void pack_lines_epi32(const char* src, int64_t line_bytes, int64_t l
     for (int64_t k0 = 0; k0 < groups; k0 += 16) {
       const int kn = static_cast<int>(std::min<int64_t>(16, groups - k0));
       const __mmask16 load_mask = static_cast<__mmask16>((1u << kn) - 1u);
-      __m512i r[16];
+      __m512 r[16];  // 32-bit groups moved as floats (bits unchanged)
 #pragma GCC unroll 16
       for (int i = 0; i < 16; ++i) {
-        r[i] = g + i < len ? _mm512_maskz_loadu_epi32(load_mask, src + (g + i) * line_bytes + k0 * 4)
-                           : _mm512_setzero_si512();
+        r[i] = g + i < len ? _mm512_maskz_loadu_ps(load_mask, src + (g + i) * line_bytes + k0 * 4)
+                           : _mm512_setzero_ps();
       }
-      transpose_16x16_epi32(r);
-      for (int j = 0; j < kn; ++j) _mm512_mask_storeu_epi32(dst + (k0 + j) * R + g, store_mask, r[j]);
+      transpose_16x16(r);
+      for (int j = 0; j < kn; ++j) _mm512_mask_storeu_ps(dst + (k0 + j) * R + g, store_mask, r[j]);
     }
   }
 }

@@ -14,22 +14,11 @@
 #include <cstring>
 
 #include "backend/cpu/avx512_target.h"
+#include "backend/cpu/gemm_avx512_store.h"
 #include "backend/cpu/quantized.h"
 
 namespace kiln::cpu {
 namespace {
-
-// Round to nearest even to bfloat16 (in the low 16 bits of each lane), NaN
-// quieted: bfloat16_t::from_float, lane by lane.
-KILN_AVX512 inline __m512i to_bf16_bits(__m512 v) {
-  __m512i x = _mm512_castps_si512(v);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-}
-
-KILN_AVX512 inline __m512 from_bf16_bits(__m512i b) { return _mm512_castsi512_ps(_mm512_slli_epi32(b, 16)); }
 
 // T-specific rounding and stores of 16 lanes.
 template <typename T>
@@ -49,9 +38,11 @@ struct Lanes<float> {
 
 template <>
 struct Lanes<bfloat16_t> {
-  KILN_AVX512 static __m512 round(__m512 v) { return from_bf16_bits(to_bf16_bits(v)); }
+  KILN_AVX512 static __m512 round(__m512 v) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(gemm_detail::round_to_bf16_lanes(v), 16));
+  }
   KILN_AVX512 static void store(bfloat16_t* p, __m512 v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(to_bf16_bits(v)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), gemm_detail::round_to_bf16(v));
   }
   static float widen(bfloat16_t v) { return bfloat16_t::to_float(v.bits); }
 };
