@@ -25,9 +25,9 @@
 // that the batch runs eagerly once (device.cpp) and later captures find the
 // plan.
 #include "backend/cuda/cudnn_attention.h"
+#include "backend/cuda/cudnn_lib.h"
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <array>
 #include <atomic>
@@ -80,16 +80,11 @@ struct Api {
 
 const Api* api() {
   static const Api* loaded = []() -> const Api* {
-    const char* e = std::getenv("KILN_CUDA_CUDNN");
-    if (e && std::string(e) == "0") return nullptr;
-    void* lib = ::dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    void* lib = cudnn_library();
     if (!lib) return nullptr;
     auto* a = new Api{};
     bool ok = true;
-    auto bind = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      ok = ok && fn != nullptr;
-    };
+    auto bind = [&](auto& fn, const char* name) { ok = bind_cudnn(lib, fn, name) && ok; };
     bind(a->create, "cudnnCreate");
     bind(a->set_stream, "cudnnSetStream");
     bind(a->version, "cudnnGetVersion");
@@ -103,7 +98,6 @@ const Api* api() {
     // 16-bit attention (cudnn-frontend's checks).
     if (!ok || a->version() < 91002 || a->create(&a->handle) != CUDNN_STATUS_SUCCESS) {
       delete a;
-      ::dlclose(lib);
       return nullptr;
     }
     return a;

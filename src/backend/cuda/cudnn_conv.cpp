@@ -23,9 +23,9 @@
 // only once the handle and the plan exist (building them allocates, times
 // and synchronizes). KILN_CUDA_CUDNN=0 turns the path off.
 #include "backend/cuda/cudnn_conv.h"
+#include "backend/cuda/cudnn_lib.h"
 
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <array>
 #include <cstdlib>
@@ -78,16 +78,11 @@ struct Api {
 // turned off). Built once.
 const Api* api() {
   static const Api* loaded = []() -> const Api* {
-    const char* e = std::getenv("KILN_CUDA_CUDNN");
-    if (e && std::string(e) == "0") return nullptr;
-    void* lib = ::dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    void* lib = cudnn_library();
     if (!lib) return nullptr;
     auto* a = new Api{};
     bool ok = true;
-    auto bind = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-      ok = ok && fn != nullptr;
-    };
+    auto bind = [&](auto& fn, const char* name) { ok = bind_cudnn(lib, fn, name) && ok; };
     bind(a->create, "cudnnCreate");
     bind(a->set_stream, "cudnnSetStream");
     bind(a->create_tensor, "cudnnCreateTensorDescriptor");
@@ -104,7 +99,6 @@ const Api* api() {
     bind(a->forward, "cudnnConvolutionForward");
     if (!ok || a->create(&a->handle) != CUDNN_STATUS_SUCCESS) {
       delete a;
-      ::dlclose(lib);
       return nullptr;
     }
     return a;
