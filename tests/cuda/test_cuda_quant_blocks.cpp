@@ -114,16 +114,19 @@ TEST_F(GpuBlocks, MatmulAgainstCpu) {
   }
 }
 
-// One row of x in bf16 / fp16 takes the tensor-core kernels of
+// 1 to 8 rows of x in bf16 / fp16 take the tensor-core kernels of
 // quant_blocks_qmv.cu for Q4_K, Q4_0 and Q8_0: 4 warps on K = 4096, 8 on
-// K = 12288; 37 rows leave a partial 16-row tile.
+// K = 12288; 37 rows leave a partial 16-row tile. M = 8 runs as one launch
+// (or as two passes of 4 where x does not fit in shared memory), 3 and 6
+// leave unused columns of the mma, 2 is a pass of 2.
 TEST_F(GpuBlocks, DecodeOnLongRows) {
   for (std::string mode : {"q4_k", "q4_0", "q8_0"}) {
     for (int k : {4096, 12288}) {
       array w = detail::block_quantize(random_array({37, k}), mode, Device::cpu)[0];
-      for (Dtype t : {bfloat16, float16}) {
-        SCOPED_TRACE(mode + " K=" + std::to_string(k) + " " + dtype_name(t));
-        array x = astype(random_array({1, k}), t);
+      for (auto [t, m] : {std::pair{bfloat16, 1}, {float16, 1}, {bfloat16, 2}, {bfloat16, 3}, {float16, 6},
+                          {bfloat16, 8}}) {
+        SCOPED_TRACE(mode + " K=" + std::to_string(k) + " M=" + std::to_string(m) + " " + dtype_name(t));
+        array x = astype(random_array({m, k}), t);
         array c = detail::block_quantized_matmul(astype(x, float32), w, true, mode, Device::cpu);
         array g = detail::block_quantized_matmul(x, w, true, mode, Device::gpu);
         EXPECT_EQ(g.dtype(), t);

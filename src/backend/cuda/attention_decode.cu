@@ -61,7 +61,7 @@ constexpr int kStageKeys = 16 * kWarps;
 template <int D, int S>
 constexpr int smem_bytes() {
   constexpr int pipe = S * 2 * kStageKeys * (D + 8) * 2;
-  constexpr int merge = kWarps * 16 * (D + 2) * 4;
+  constexpr int merge = kWarps * 16 * (D + 2 + 1) * 4;  // outputs, (m, l), weights
   return pipe > merge ? pipe : merge;
 }
 // Stages: as many as let kBlocksPerSm blocks share an SM's shared memory.
@@ -106,20 +106,41 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
     cp_commit();
   }
 
-  // Q as A fragments; row slot r is query position r / rep of head kvh * rep + r % rep.
+  // A lane's rows are g and g + 8: row slot r is query position r / rep of
+  // head kvh * rep + r % rep. The divisions and row offsets are taken once
+  // per row here (per element, they were most of a short call's instructions).
+  int qpos[2], head[2];
+  bool live[2];
+#pragma unroll
+  for (int hf = 0; hf < 2; ++hf) {
+    const int r = g + 8 * hf;
+    live[hf] = r < rows;
+    qpos[hf] = r / rep;
+    head[hf] = kvh * rep + r % rep;
+  }
+  // Q as A fragments.
   uint32_t qa[D / 16][4];
+  {
+    const T* qr[2];
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
+    for (int hf = 0; hf < 2; ++hf) {
+      qr[hf] = static_cast<const T*>(p.q) + b * p.q_strides[0] + head[hf] * p.q_strides[1] + qpos[hf] * p.q_strides[2];
+    }
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = g + 8 * (i & 1), col = kk * 16 + 2 * tig + 8 * (i >> 1);
-      uint32_t x = 0;
-      if (r < rows) {
-        const T* q = static_cast<const T*>(p.q) + b * p.q_strides[0] + (kvh * rep + r % rep) * p.q_strides[1] +
-                     (r / rep) * p.q_strides[2];
-        x = *reinterpret_cast<const uint32_t*>(q + col);
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int col = kk * 16 + 2 * tig + 8 * (i >> 1);
+        qa[kk][i] = live[i & 1] ? *reinterpret_cast<const uint32_t*>(qr[i & 1] + col) : 0u;
       }
-      qa[kk][i] = x;
+    }
+  }
+  // The mask's row of each of the lane's two rows.
+  long long mrow[2] = {0, 0};
+  if (p.mask) {
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+      mrow[hf] = b * p.mask_strides[0] + head[hf] * p.mask_strides[1] + qpos[hf] * p.mask_strides[2];
     }
   }
   const float sl = p.scale * kLog2e;
@@ -130,7 +151,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
     const int r = g + 8 * hf;
     m[hf] = -INFINITY, l[hf] = 0.0f;
     if (sink && r < rows) {
-      m[hf] = static_cast<float>(static_cast<const T*>(p.sinks)[(kvh * rep + r % rep) * p.sinks_stride]) * kLog2e;
+      m[hf] = static_cast<float>(static_cast<const T*>(p.sinks)[head[hf] * p.sinks_stride]) * kLog2e;
       l[hf] = tig == 0 ? 1.0f : 0.0f;
     }
   }
@@ -161,18 +182,15 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int key = kb + n * 8 + 2 * tig + (e & 1);
-        const int r = g + 8 * (e >> 1);
+        const int hf = e >> 1;
         float x = s[n][e] * sl;
         if (key >= k1) {
           x = -INFINITY;
-        } else if (elem && r < rows) {
-          const int qpos = r / rep;
-          if (p.causal && key > qpos + offset) {
+        } else if (elem && live[hf]) {
+          if (p.causal && key > qpos[hf] + offset) {
             x = -FLT_MAX;
           } else if (p.mask) {
-            const int h = kvh * rep + r % rep;
-            const long long i =
-                b * p.mask_strides[0] + h * p.mask_strides[1] + qpos * p.mask_strides[2] + key * p.mask_strides[3];
+            const long long i = mrow[hf] + key * p.mask_strides[3];
             if (p.mask_is_bool) x = static_cast<const bool*>(p.mask)[i] ? x : -FLT_MAX;
             else x += static_cast<float>(static_cast<const T*>(p.mask)[i]) * kLog2e;
           }
@@ -232,22 +250,31 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
   }
   __syncthreads();
   float* dst = part + (static_cast<long long>(grp) * splits + split) * rows * (2 + D);
-  for (int i = tid; i < rows * D; i += NT) {
-    const int r = i / D, d = i % D;
+  // Each row's warp weights once (a thread per row), then the outputs.
+  float* wts = ml + kWarps * 16 * 2;  // [16][kWarps]
+  if (tid < rows) {
+    const int r = tid;
     float mx = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, ml[(w * 16 + r) * 2]);
-    float lsum = 0.0f, acc = 0.0f;
+    float lsum = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
       const float mw = ml[(w * 16 + r) * 2];
       const float wt = mw == -INFINITY ? 0.0f : exp2f(mw - mx);
       lsum += wt * ml[(w * 16 + r) * 2 + 1];
-      acc += wt * ob[(w * 16 + r) * D + d];
+      wts[r * kWarps + w] = wt;
     }
-    float* row = dst + r * (2 + D);
-    if (d == 0) row[0] = mx, row[1] = lsum;
-    row[2 + d] = acc;
+    dst[r * (2 + D)] = mx;
+    dst[r * (2 + D) + 1] = lsum;
+  }
+  __syncthreads();
+  for (int i = tid; i < rows * D; i += NT) {
+    const int r = i / D, d = i % D;
+    float acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) acc += wts[r * kWarps + w] * ob[(w * 16 + r) * D + d];
+    dst[r * (2 + D) + 2 + d] = acc;
   }
 }
 

@@ -245,10 +245,10 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
   int64_t grid = std::min<int64_t>((N + kWarps - 1) / kWarps, int64_t{device_sm_count()} * 16);
   if constexpr ((F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) &&
                 (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)) {
-    // One row of x on the tensor cores (quant_blocks_qmv.cu) where the shape allows.
-    const int n = static_cast<int>(N), k = static_cast<int>(K);
-    if (M == 1 && (F == BlockFormat::q4_k ? launch_q4k_stream<T>(x, w, y, n, k, s)
-                                          : launch_small_stream<T>(x, w, y, n, k, F, s))) {
+    // Up to 8 rows of x on the tensor cores (quant_blocks_qmv.cu) where the shape allows.
+    const int n = static_cast<int>(N), k = static_cast<int>(K), m = static_cast<int>(M);
+    if (M <= 8 && (F == BlockFormat::q4_k ? launch_q4k_stream<T>(x, w, y, n, k, m, s)
+                                          : launch_small_stream<T>(x, w, y, n, k, m, F, s))) {
       KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
       return;
     }

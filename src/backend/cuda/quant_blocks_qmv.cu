@@ -1,6 +1,6 @@
-// Q4_K QMV for one row of x (decode), bf16 / fp16 x: the streaming kernel
-// of quantized_qmv.cu on llama.cpp's most used format (Q4_K_M files keep
-// most weights in it).
+// Q4_K, Q4_0 and Q8_0 QMV for 1 to 8 rows of x (decode), bf16 / fp16 x:
+// the streaming kernel of quantized_qmv.cu on llama.cpp's most used formats
+// (Q4_K_M files keep most weights in Q4_K).
 //
 // Why. The general block kernel (quant_blocks.cu) decodes every weight to
 // a float and multiplies on the FMA pipe, about 5 instructions per weight:
@@ -26,8 +26,16 @@
 // block's words sit at 2-byte alignment in half the blocks, read as two
 // aligned words and a funnel shift (the parity is known at compile time).
 // Q8_0 in bf16 is two nibble mmas, lo + 16 hi, as the affine 8-bit kernel.
+// Rows of x: the mma's B operand has 8 columns and x filled only one; x row m
+// is column m (M <= 8 rows cost the same mmas as one), staged per row in
+// shared memory with its block sums. Before, 2 to 8 rows took the CUDA-core
+// kernel of quant_blocks.cu: 116-144 us for 8 x 4096 x 14336 (0.05-0.12 of
+// copy), against 17-26 us for one row here.
 // The numbers are the CPU's up to fp32 summation order (the dot is not the
 // bit-exact decode: tests compare with a tolerance).
+#include <algorithm>
+#include <type_traits>
+
 #include "backend/cpu/quant_blocks_math.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/quantized_qmv.cuh"
@@ -35,29 +43,69 @@
 namespace kiln::cuda {
 namespace {
 
+// Dynamic shared memory a block may take: Hopper's 227 KB less the static
+// reduction arrays (at most 4 KB); several rows of x on long rows need most
+// of it.
+constexpr int kSmemCap = 220 * 1024;
+// Items of x staged per batch of loads: 8 for several rows of x (8 x 4096
+// Q4_0 56.3 us against 63.6 one item at a time); one row keeps one at a time
+// (batches measured 19.5 against 17.9 us: the registers cost more there).
+template <int MR>
+constexpr int kXBatch = MR == 1 ? 1 : 8;
 constexpr int kSB = 144;            // bytes per super-block (and row stride in a slot)
 constexpr int kSlot = 16 * kSB;     // one chunk: 16 rows x 1 super-block
 constexpr int kPieces = kSlot / 16; // 16-byte copies per chunk (144)
 
-// Words of shared memory per warp for nsb super-blocks per row.
-constexpr int warp_words(int nsb) { return 2 * kSlot / 4 + 16 * 8 * 2 + nsb * 32 * 4 + nsb * 8; }
+// Words of shared memory per warp for nsb super-blocks per row and MR rows of x.
+constexpr int warp_words(int nsb, int MR) { return 2 * kSlot / 4 + 16 * 8 * 2 + MR * (nsb * 32 * 4 + nsb * 8); }
 
-template <typename T, int WARPS, int MINB>
+// The 16 x MR tile of y (rows row0.., x rows 0..M-1) from the warps' sums:
+// lane (gid, tq) holds acc[h][e] for w row gid + 8 h and x row 2 tq + e
+// (the m16n8k16 C fragment; MR == 1 keeps only column 0, in the tq == 0 lanes).
+template <int WARPS, int MR, typename T>
+__device__ __forceinline__ void store_tile(const float (&acc)[2][2], T* y, int row0, int N, int M) {
+  if constexpr (MR == 1) {
+    __shared__ float red[WARPS][16];
+    store_row_sums<WARPS>(red, acc[0][0], acc[1][0], y, row0, N);
+  } else {
+    __shared__ float red[WARPS][16][MR];
+    const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5, gid = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        if (2 * tq + e < MR) red[wi][gid + 8 * h][2 * tq + e] = acc[h][e];
+      }
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < 16 * MR; i += WARPS * 32) {
+      const int r = i / MR, m = i % MR;
+      if (m >= M || row0 + r >= N) continue;
+      float v = 0.f;
+#pragma unroll
+      for (int k = 0; k < WARPS; ++k) v += red[k][r][m];
+      y[static_cast<size_t>(m) * N + row0 + r] = static_cast<T>(v);
+    }
+  }
+}
+
+// MR: x rows the kernel is built for (1, 4 or 8: the B columns of the mma),
+// M <= MR of them used.
+template <typename T, int WARPS, int MINB, int MR>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
-    q4k_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K) {
+    q4k_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K, int M) {
   using H = MmaHalf<T>;
   extern __shared__ __align__(16) uint32_t smem[];
-  __shared__ float red[WARPS][16];
   const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
   const int gid = lane >> 2, tq = lane & 3;
   const int nsbr = K / 256, nsb = nsbr / WARPS, sb0 = wi * nsb;
   const size_t row_bytes = static_cast<size_t>(nsbr) * kSB;
   const int row0 = blockIdx.x * 16;
-  uint32_t* base = smem + wi * warp_words(nsb);
+  uint32_t* base = smem + wi * warp_words(nsb, MR);
   uint8_t* ring = reinterpret_cast<uint8_t*>(base);
   float2* par = reinterpret_cast<float2*>(base + 2 * kSlot / 4);  // [16 rows][8 sub-blocks]
-  uint4* xs = reinterpret_cast<uint4*>(base + 2 * kSlot / 4 + 256);
-  float* xsum = reinterpret_cast<float*>(base + 2 * kSlot / 4 + 256 + nsb * 128);
+  uint4* xs = reinterpret_cast<uint4*>(base + 2 * kSlot / 4 + 256);                 // [MR][nsb * 32]
+  float* xsum = reinterpret_cast<float*>(base + 2 * kSlot / 4 + 256 + MR * nsb * 128);  // [MR][nsb * 8]
 
   constexpr int PL = (kPieces + 31) / 32;  // copies per lane (the last partly)
   const uint8_t* src[PL];
@@ -79,29 +127,49 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   // x: item (j, c, s, tq) = lane tq's fragments for slice s of sub-blocks 2c
   // (lo) and 2c + 1 (hi) of super-block j: weights l .. l + 3, l = 16 s + 4 tq,
   // paired (l, l + 2) and (l + 1, l + 3) as the nibble pairs are.
-  for (int j = 0; j < nsb; ++j) {
-    const int c = lane >> 3, s = (lane >> 2) & 1;
-    const T* p = x + static_cast<size_t>(sb0 + j) * 256 + 64 * c + 16 * s + 4 * tq;
-    const uint2 lo = __ldg(reinterpret_cast<const uint2*>(p)), hi = __ldg(reinterpret_cast<const uint2*>(p + 32));
-    const T* el = reinterpret_cast<const T*>(&lo);
-    const T* eh = reinterpret_cast<const T*>(&hi);
-    float sl = 0.f, sh = 0.f;
+  // Loads first, kXB items at a time: one item's shuffles wait for its loads,
+  // and with several rows of x the loop of dependent L2 round trips (one per
+  // item and row) cost more than the stream of w.
+  constexpr int kXB = kXBatch<MR>;
+  const int items = nsb * M;
+  for (int j0 = 0; j0 < items; j0 += kXB) {
+    uint2 lo[kXB], hi[kXB];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) sl += static_cast<float>(el[k]), sh += static_cast<float>(eh[k]);
-    xs[j * 32 + lane] = make_uint4(__byte_perm(lo.x, lo.y, 0x5410), __byte_perm(lo.x, lo.y, 0x7632),
-                                   __byte_perm(hi.x, hi.y, 0x5410), __byte_perm(hi.x, hi.y, 0x7632));
-#pragma unroll
-    for (int o = 1; o < 8; o <<= 1) {
-      sl += __shfl_xor_sync(0xffffffffu, sl, o);
-      sh += __shfl_xor_sync(0xffffffffu, sh, o);
+    for (int b = 0; b < kXB; ++b) {
+      const int jm = j0 + b, m = jm / nsb, j = jm % nsb;
+      const int c = lane >> 3, s = (lane >> 2) & 1;
+      const T* p = x + static_cast<size_t>(m) * K + static_cast<size_t>(sb0 + j) * 256 + 64 * c + 16 * s + 4 * tq;
+      if (jm < items) lo[b] = __ldg(reinterpret_cast<const uint2*>(p)), hi[b] = __ldg(reinterpret_cast<const uint2*>(p + 32));
     }
-    if ((lane & 7) == 0) xsum[j * 8 + 2 * c] = sl, xsum[j * 8 + 2 * c + 1] = sh;
+#pragma unroll
+    for (int b = 0; b < kXB; ++b) {
+      const int jm = j0 + b, c = lane >> 3;
+      if (jm >= items) break;  // the same for every lane
+      const T* el = reinterpret_cast<const T*>(&lo[b]);
+      const T* eh = reinterpret_cast<const T*>(&hi[b]);
+      float sl = 0.f, sh = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sl += static_cast<float>(el[k]), sh += static_cast<float>(eh[k]);
+      xs[jm * 32 + lane] = make_uint4(__byte_perm(lo[b].x, lo[b].y, 0x5410), __byte_perm(lo[b].x, lo[b].y, 0x7632),
+                                      __byte_perm(hi[b].x, hi[b].y, 0x5410), __byte_perm(hi[b].x, hi[b].y, 0x7632));
+#pragma unroll
+      for (int o = 1; o < 8; o <<= 1) {
+        sl += __shfl_xor_sync(0xffffffffu, sl, o);
+        sh += __shfl_xor_sync(0xffffffffu, sh, o);
+      }
+      if ((lane & 7) == 0) xsum[jm * 8 + 2 * c] = sl, xsum[jm * 8 + 2 * c + 1] = sh;
+    }
   }
   __syncwarp();
 
-  const bool xrow = gid == 0;  // B column 0 is x; the other columns are zero
+  // B column gid is x row gid (zero past M); lane tq sums columns 2 tq, 2 tq + 1.
+  const bool xrow = gid < M;
+  const int xrow_off = min(gid, M - 1) * nsb;
+  int xc[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) xc[e] = min(2 * tq + e, M - 1) * nsb;
   const uint32_t magic = H::magic2;
-  float acc[2] = {};
+  float acc[2][2] = {};
   for (int j = 0; j < nsb; ++j) {
     if (j + 1 < nsb) issue(j + 1, ring + ((j + 1) & 1) * kSlot);
     cp_async_commit();
@@ -126,33 +194,39 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
         const uint32_t w0 = *reinterpret_cast<const uint32_t*>(slot + gid * kSB + off);
         const uint32_t w1 = *reinterpret_cast<const uint32_t*>(slot + (gid + 8) * kSB + off);
         uint4 bx = make_uint4(0, 0, 0, 0);
-        if (xrow) bx = xs[j * 32 + c * 8 + s * 4 + tq];
+        if (xrow) bx = xs[(xrow_off + j) * 32 + c * 8 + s * 4 + tq];
         mma16816<T>(cl, and_or(w0, magic), and_or(w1, magic), and_or(w0 >> 8, magic), and_or(w1 >> 8, magic), bx.x,
                     bx.y);
         mma16816<T>(chi, and_or(w0 >> 4, magic), and_or(w1 >> 4, magic), and_or(w0 >> 12, magic),
                     and_or(w1 >> 12, magic), bx.z, bx.w);
       }
-      const float xl = xsum[j * 8 + 2 * c], xh = xsum[j * 8 + 2 * c + 1];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float2 pl = par[(gid + 8 * h) * 8 + 2 * c], ph = par[(gid + 8 * h) * 8 + 2 * c + 1];
-        acc[h] = fmaf(pl.x, cl[2 * h], fmaf(pl.y, xl, fmaf(ph.x, chi[2 * h], fmaf(ph.y, xh, acc[h]))));
+      for (int e = 0; e < (MR == 1 ? 1 : 2); ++e) {
+        const float xl = xsum[(xc[e] + j) * 8 + 2 * c], xh = xsum[(xc[e] + j) * 8 + 2 * c + 1];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 pl = par[(gid + 8 * h) * 8 + 2 * c], ph = par[(gid + 8 * h) * 8 + 2 * c + 1];
+          acc[h][e] = fmaf(pl.x, cl[2 * h + e], fmaf(pl.y, xl, fmaf(ph.x, chi[2 * h + e], fmaf(ph.y, xh, acc[h][e]))));
+        }
       }
     }
     __syncwarp();
   }
-  store_row_sums<WARPS>(red, acc[0], acc[1], y, row0, N);
+  store_tile<WARPS, MR>(acc, y, row0, N, M);
 }
 
-template <typename T, int WARPS, int MINB>
-bool launch_cfg(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t st) {
-  const size_t smem = static_cast<size_t>(WARPS) * warp_words(K / 256 / WARPS) * 4;
-  if (smem > 160 * 1024) return false;
-  auto kernel = q4k_stream_kernel<T, WARPS, MINB>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
+template <typename T, int WARPS, int MINB, int MR>
+bool launch_cfg(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st) {
+  const size_t smem = static_cast<size_t>(WARPS) * warp_words(K / 256 / WARPS, MR) * 4;
+  if (smem > kSmemCap) return false;
+  auto kernel = q4k_stream_kernel<T, WARPS, MINB, MR>;
+  static const cudaError_t attr = [&] {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemCap);
+    if (e != cudaSuccess) cudaGetLastError();  // (a smaller GPU: the caller takes another kernel)
+    return e;
+  }();
   if (attr != cudaSuccess) return false;
-  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K);
+  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M);
   return true;
 }
 
@@ -167,7 +241,7 @@ struct Small {
 };
 
 template <BlockFormat F>
-constexpr int small_warp_words(int nblk) { return 2 * Small<F>::SLOT / 4 + nblk * 4 * 4 + nblk; }
+constexpr int small_warp_words(int nblk, int MR) { return 2 * Small<F>::SLOT / 4 + MR * (nblk * 4 * 4 + nblk); }
 
 // The little-endian word at byte offset off of s (off even; off % 4 fixed by the caller's unrolling).
 __device__ __forceinline__ uint32_t lds_at(const uint8_t* s, int off) {
@@ -175,9 +249,10 @@ __device__ __forceinline__ uint32_t lds_at(const uint8_t* s, int off) {
   return (off & 3) ? __funnelshift_r(p[0], p[1], 16) : p[0];
 }
 
-template <typename T, BlockFormat F, int WARPS, int MINB>
+template <typename T, BlockFormat F, int WARPS, int MINB, int MR>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
-    small_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K) {
+    small_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K,
+                        int M) {
   using H = MmaHalf<T>;
   using S = Small<F>;
   constexpr bool kQ8 = F == BlockFormat::q8_0;
@@ -185,16 +260,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   // halves, u = q + 8; Q8_0: lo + 16 hi nibbles of u = q + 128).
   constexpr float kOff = kQ8 ? -(17.f * H::magic + 128.f) : -(H::magic + 8.f);
   extern __shared__ __align__(16) uint32_t smem[];
-  __shared__ float red[WARPS][16];
   const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
   const int gid = lane >> 2, tq = lane & 3;
   const int nbr = K / 32, nblk = nbr / WARPS, b0 = wi * nblk, nch = nblk / S::U;
   const size_t row_bytes = static_cast<size_t>(nbr) * S::BYTES;
   const int row0 = blockIdx.x * 16;
-  uint32_t* base = smem + wi * small_warp_words<F>(nblk);
+  uint32_t* base = smem + wi * small_warp_words<F>(nblk, MR);
   uint8_t* ring = reinterpret_cast<uint8_t*>(base);
-  uint4* xs = reinterpret_cast<uint4*>(base + 2 * S::SLOT / 4);
-  float* xsum = reinterpret_cast<float*>(base + 2 * S::SLOT / 4 + nblk * 16);
+  uint4* xs = reinterpret_cast<uint4*>(base + 2 * S::SLOT / 4);                       // [MR][nblk * 4]
+  float* xsum = reinterpret_cast<float*>(base + 2 * S::SLOT / 4 + MR * nblk * 16);  // [MR][nblk]
 
   constexpr int PL = (S::PIECES + 31) / 32;
   constexpr int PPR = S::RS / 16;
@@ -217,26 +291,44 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   // x: item (block, tq). Q4_0: weights 4 tq .. + 3 (lo) and 16 + 4 tq .. (hi);
   // Q8_0: weights 4 tq .. + 3 (slice 0) and 16 + 4 tq .. (slice 1); each
   // paired (l, l + 2) (l + 1, l + 3) like the nibble pairs of a word.
-  for (int i = lane; i < nblk * 4; i += 32) {
-    const int blk = i >> 2, t = i & 3;
-    const T* p = x + static_cast<size_t>(b0 + blk) * 32 + 4 * t;
-    const uint2 lo = __ldg(reinterpret_cast<const uint2*>(p)), hi = __ldg(reinterpret_cast<const uint2*>(p + 16));
-    const T* el = reinterpret_cast<const T*>(&lo);
-    const T* eh = reinterpret_cast<const T*>(&hi);
-    float sm = 0.f;
+  // Loads first, kXB passes at a time (as in the Q4_K kernel). nblk * 4 is a
+  // multiple of 32: every lane runs every pass of the shuffles.
+  constexpr int kXB = kXBatch<MR>;
+  const int items = nblk * 4 * M;
+  for (int i0 = lane; i0 < items; i0 += 32 * kXB) {
+    uint2 lo[kXB], hi[kXB];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) sm += static_cast<float>(el[k]) + static_cast<float>(eh[k]);
-    xs[i] = make_uint4(__byte_perm(lo.x, lo.y, 0x5410), __byte_perm(lo.x, lo.y, 0x7632),
-                       __byte_perm(hi.x, hi.y, 0x5410), __byte_perm(hi.x, hi.y, 0x7632));
-    sm += __shfl_xor_sync(0xffffffffu, sm, 1);
-    sm += __shfl_xor_sync(0xffffffffu, sm, 2);
-    if (t == 0) xsum[blk] = sm;
+    for (int b = 0; b < kXB; ++b) {
+      const int i = i0 + 32 * b, m = i / (nblk * 4), blk = (i >> 2) % nblk, t = i & 3;
+      const T* p = x + static_cast<size_t>(m) * K + static_cast<size_t>(b0 + blk) * 32 + 4 * t;
+      if (i < items) lo[b] = __ldg(reinterpret_cast<const uint2*>(p)), hi[b] = __ldg(reinterpret_cast<const uint2*>(p + 16));
+    }
+#pragma unroll
+    for (int b = 0; b < kXB; ++b) {
+      const int i = i0 + 32 * b;
+      if (i >= items) break;  // the same for every lane
+      const T* el = reinterpret_cast<const T*>(&lo[b]);
+      const T* eh = reinterpret_cast<const T*>(&hi[b]);
+      float sm = 0.f;
+#pragma unroll
+      for (int k = 0; k < 4; ++k) sm += static_cast<float>(el[k]) + static_cast<float>(eh[k]);
+      xs[i] = make_uint4(__byte_perm(lo[b].x, lo[b].y, 0x5410), __byte_perm(lo[b].x, lo[b].y, 0x7632),
+                         __byte_perm(hi[b].x, hi[b].y, 0x5410), __byte_perm(hi[b].x, hi[b].y, 0x7632));
+      sm += __shfl_xor_sync(0xffffffffu, sm, 1);
+      sm += __shfl_xor_sync(0xffffffffu, sm, 2);
+      if ((i & 3) == 0) xsum[i >> 2] = sm;
+    }
   }
   __syncwarp();
 
-  const bool xrow = gid == 0;
+  // B column gid is x row gid (zero past M); lane tq sums columns 2 tq, 2 tq + 1.
+  const bool xrow = gid < M;
+  const int xrow_off = min(gid, M - 1) * nblk;
+  int xc[2];
+#pragma unroll
+  for (int e = 0; e < 2; ++e) xc[e] = min(2 * tq + e, M - 1) * nblk;
   const uint32_t magic = H::magic2;
-  float acc[2] = {};
+  float acc[2][2] = {};
   for (int c = 0; c < nch; ++c) {
     if (c + 1 < nch) issue(c + 1, ring + ((c + 1) & 1) * S::SLOT);
     cp_async_commit();
@@ -249,7 +341,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     for (int u = 0; u < S::U; ++u) {
       const int blk = c * S::U + u;
       uint4 bx = make_uint4(0, 0, 0, 0);
-      if (xrow) bx = xs[blk * 4 + tq];
+      if (xrow) bx = xs[(xrow_off + blk) * 4 + tq];
       float c0[4] = {}, c1[4] = {};
       if constexpr (!kQ8) {
         const int off = u * S::BYTES + 2 + 4 * tq;
@@ -270,64 +362,109 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
                       and_or(w1 >> 12, magic), bb0, bb1);
         }
       }
-      const float X = xsum[blk];
       const float d0 = qb::half_to_float(*reinterpret_cast<const uint16_t*>(r0 + u * S::BYTES));
       const float d1 = qb::half_to_float(*reinterpret_cast<const uint16_t*>(r1 + u * S::BYTES));
-      const float s0 = kQ8 ? fmaf(16.f, c1[0], c0[0]) : c0[0] + c1[0];
-      const float s1 = kQ8 ? fmaf(16.f, c1[2], c0[2]) : c0[2] + c1[2];
-      acc[0] = fmaf(d0, fmaf(kOff, X, s0), acc[0]);
-      acc[1] = fmaf(d1, fmaf(kOff, X, s1), acc[1]);
+#pragma unroll
+      for (int e = 0; e < (MR == 1 ? 1 : 2); ++e) {
+        const float X = xsum[xc[e] + blk];
+        const float s0 = kQ8 ? fmaf(16.f, c1[e], c0[e]) : c0[e] + c1[e];
+        const float s1 = kQ8 ? fmaf(16.f, c1[2 + e], c0[2 + e]) : c0[2 + e] + c1[2 + e];
+        acc[0][e] = fmaf(d0, fmaf(kOff, X, s0), acc[0][e]);
+        acc[1][e] = fmaf(d1, fmaf(kOff, X, s1), acc[1][e]);
+      }
     }
     __syncwarp();
   }
-  store_row_sums<WARPS>(red, acc[0], acc[1], y, row0, N);
+  store_tile<WARPS, MR>(acc, y, row0, N, M);
 }
 
-template <typename T, BlockFormat F, int WARPS, int MINB>
-bool launch_small_cfg(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t st) {
-  const size_t smem = static_cast<size_t>(WARPS) * small_warp_words<F>(K / 32 / WARPS) * 4;
-  if (smem > 160 * 1024) return false;
-  auto kernel = small_stream_kernel<T, F, WARPS, MINB>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
+template <typename T, BlockFormat F, int WARPS, int MINB, int MR>
+bool launch_small_cfg(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st) {
+  const size_t smem = static_cast<size_t>(WARPS) * small_warp_words<F>(K / 32 / WARPS, MR) * 4;
+  if (smem > kSmemCap) return false;
+  auto kernel = small_stream_kernel<T, F, WARPS, MINB, MR>;
+  static const cudaError_t attr = [&] {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemCap);
+    if (e != cudaSuccess) cudaGetLastError();  // (a smaller GPU: the caller takes another kernel)
+    return e;
+  }();
   if (attr != cudaSuccess) return false;
-  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K);
+  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M);
   return true;
 }
 
-}  // namespace
-
-// 4 warps split a row of up to 32 super-blocks (K <= 8192), 8 warps longer ones.
-template <typename T>
-bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t st) {
+// The configurations for MR rows of x: 4 warps split a row of up to 32
+// super-blocks (K <= 8192), 8 warps longer ones; more rows of x take more
+// shared memory, so fewer blocks share an SM.
+template <typename T, int MR>
+bool q4k_rows(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st) {
   const int nsbr = K / 256;
-  if (K % 256 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 8 != 0) return false;
-  if (nsbr % 8 == 0 && nsbr > 32) return launch_cfg<T, 8, 2>(x, w, y, N, K, st);
-  if (nsbr % 4 == 0) return launch_cfg<T, 4, 4>(x, w, y, N, K, st);
+  if (nsbr % 8 == 0 && nsbr > 32) return launch_cfg<T, 8, MR == 1 ? 2 : 1, MR>(x, w, y, N, K, M, st);
+  if (nsbr % 4 == 0) return launch_cfg<T, 4, MR == 1 ? 4 : 2, MR>(x, w, y, N, K, M, st);
   return false;
 }
 
 // Q4_0 / Q8_0: 4 warps split a row of up to 256 blocks (K <= 8192), 8 warps longer ones.
-template <typename T>
-bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, cudaStream_t st) {
+template <typename T, BlockFormat F, int MR>
+bool small_rows(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st) {
   const int nbr = K / 32;
-  if (K % 32 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 8 != 0) return false;
   const bool eight = nbr % 64 == 0 && nbr > 256;
   if (!eight && nbr % 32 != 0) return false;
-  if (f == BlockFormat::q4_0)
-    return eight ? launch_small_cfg<T, BlockFormat::q4_0, 8, 2>(x, w, y, N, K, st)
-                 : launch_small_cfg<T, BlockFormat::q4_0, 4, 4>(x, w, y, N, K, st);
-  if (f == BlockFormat::q8_0)
-    return eight ? launch_small_cfg<T, BlockFormat::q8_0, 8, 2>(x, w, y, N, K, st)
-                 : launch_small_cfg<T, BlockFormat::q8_0, 4, 4>(x, w, y, N, K, st);
-  return false;
+  return eight ? launch_small_cfg<T, F, 8, MR == 1 ? 2 : 1, MR>(x, w, y, N, K, M, st)
+               : launch_small_cfg<T, F, 4, MR == 1 ? 4 : 2, MR>(x, w, y, N, K, M, st);
 }
 
-template bool launch_small_stream<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int,
+// M rows of x (1..8): one launch of MR >= M rows where x's rows fit in
+// shared memory, else passes of fewer rows (each pass reads w again). The
+// passes of one MR share a shape, so only the first can fail.
+template <int MR, typename Rows>
+bool passes(int M, Rows& rows) {
+  for (int m0 = 0; m0 < M; m0 += MR) {
+    if (!rows(std::integral_constant<int, MR>{}, m0, std::min(MR, M - m0))) return false;
+  }
+  return true;
+}
+template <typename Rows>
+bool by_rows(int M, Rows&& rows) {
+  if (M == 1) return passes<1>(M, rows);
+  return (M > 4 && passes<8>(M, rows)) || (M > 2 && passes<4>(M, rows)) || passes<2>(M, rows) || passes<1>(M, rows);
+}
+
+}  // namespace
+
+template <typename T>
+bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st) {
+  if (M < 1 || M > 8 || K % 256 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(x) % 8 != 0) {
+    return false;
+  }
+  return by_rows(M, [&](auto mr, int m0, int m) {
+    return q4k_rows<T, decltype(mr)::value>(x + static_cast<size_t>(m0) * K, w, y + static_cast<size_t>(m0) * N, N, K,
+                                            m, st);
+  });
+}
+
+template <typename T>
+bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, int M, BlockFormat f, cudaStream_t st) {
+  if (M < 1 || M > 8 || K % 32 != 0 || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(x) % 8 != 0 || (f != BlockFormat::q4_0 && f != BlockFormat::q8_0)) {
+    return false;
+  }
+  return by_rows(M, [&](auto mr, int m0, int m) {
+    constexpr int MR = decltype(mr)::value;
+    const T* xm = x + static_cast<size_t>(m0) * K;
+    T* ym = y + static_cast<size_t>(m0) * N;
+    return f == BlockFormat::q4_0 ? small_rows<T, BlockFormat::q4_0, MR>(xm, w, ym, N, K, m, st)
+                                  : small_rows<T, BlockFormat::q8_0, MR>(xm, w, ym, N, K, m, st);
+  });
+}
+
+template bool launch_small_stream<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int, int,
                                                  BlockFormat, cudaStream_t);
-template bool launch_small_stream<__half>(const __half*, const uint8_t*, __half*, int, int, BlockFormat, cudaStream_t);
-template bool launch_q4k_stream<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int,
+template bool launch_small_stream<__half>(const __half*, const uint8_t*, __half*, int, int, int, BlockFormat,
+                                          cudaStream_t);
+template bool launch_q4k_stream<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int, int,
                                                cudaStream_t);
-template bool launch_q4k_stream<__half>(const __half*, const uint8_t*, __half*, int, int, cudaStream_t);
+template bool launch_q4k_stream<__half>(const __half*, const uint8_t*, __half*, int, int, int, cudaStream_t);
 
 }  // namespace kiln::cuda

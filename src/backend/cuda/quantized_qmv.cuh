@@ -106,13 +106,14 @@ bool launch_qmv_stream(const T* x, const uint32_t* w, const T* scales, const T* 
                        int gs, cudaStream_t st);
 
 // The same for llama.cpp's Q4_K rows (w: N rows of K / 256 blocks of 144
-// bytes, 16-byte aligned); false when K / 256 is not a multiple of 4.
+// bytes, 16-byte aligned) and M = 1..8 rows of x ([M, K] -> y [M, N]: the
+// mma's 8 columns); false when K / 256 is not a multiple of 4.
 template <typename T>
-bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, cudaStream_t st);
+bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st);
 
-// And Q4_0 / Q8_0 rows (f one of them); false when K / 32 is not a multiple
-// of 32 (K <= 8192) or 64, or the rows are not 16-byte aligned.
+// And Q4_0 / Q8_0 rows (f one of them), M = 1..8; false when K / 32 is not
+// a multiple of 32 (K <= 8192) or 64, or the rows are not 16-byte aligned.
 template <typename T>
-bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, cudaStream_t st);
+bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, int M, BlockFormat f, cudaStream_t st);
 
 }  // namespace kiln::cuda
