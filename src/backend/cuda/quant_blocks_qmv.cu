@@ -180,8 +180,13 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int e = lane + 32 * k, r = e >> 3, sub = e & 7;
-      float a, b;
-      qb::sub_params(BlockFormat::q4_k, slot + r * kSB, sub, a, b);
+      // qb::sub_params' Q4_K case with the hardware fp16 conversion (see
+      // the Q4_0 kernel: no NaN-payload branch) and aligned 16-bit loads.
+      const uint8_t* blk = slot + r * kSB;
+      int sc, mn;
+      qb::scale_min_k4(blk + 4, sub, sc, mn);
+      const float a = __half2float(*reinterpret_cast<const __half*>(blk)) * static_cast<float>(sc);
+      const float b = -(__half2float(*reinterpret_cast<const __half*>(blk + 2)) * static_cast<float>(mn));
       par[e] = make_float2(a, fmaf(-H::magic, a, b));
     }
     __syncwarp();
@@ -362,8 +367,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
                       and_or(w1 >> 12, magic), bb0, bb1);
         }
       }
-      const float d0 = qb::half_to_float(*reinterpret_cast<const uint16_t*>(r0 + u * S::BYTES));
-      const float d1 = qb::half_to_float(*reinterpret_cast<const uint16_t*>(r1 + u * S::BYTES));
+      // The hardware conversion: qb::half_to_float's NaN-payload branch (for
+      // bit-exact dequantization) was a fifth of this loop's instructions,
+      // and a product's NaN has no payload to keep.
+      const float d0 = __half2float(*reinterpret_cast<const __half*>(r0 + u * S::BYTES));
+      const float d1 = __half2float(*reinterpret_cast<const __half*>(r1 + u * S::BYTES));
 #pragma unroll
       for (int e = 0; e < (MR == 1 ? 1 : 2); ++e) {
         const float X = xsum[xc[e] + blk];
