@@ -232,6 +232,7 @@ TEST_F(Gpu, BinaryTwoDimPaths) {
     array tr = transpose(random_array({256, 37}, t, -20, 20));
     array big = random_array({100, 300}, t, -20, 20);
     array big_t = transpose(random_array({300, 100}, t, -20, 20));
+    array big_t2 = transpose(slice(random_array({300, 112}, t, -20, 20), {0, 0}, {300, 100}));
     const std::string d = dtype_name(t);
     const double tol = tol_for(t);
     expect_same([&](StreamOrDevice s) { return add(a, row, s); }, tol, "add row broadcast " + d);
@@ -242,6 +243,7 @@ TEST_F(Gpu, BinaryTwoDimPaths) {
     expect_same([&](StreamOrDevice s) { return maximum(tr, wide, s); }, tol, "maximum transposed first " + d);
     expect_same([&](StreamOrDevice s) { return add(big, big_t, s); }, tol, "add transposed tiles " + d);
     expect_same([&](StreamOrDevice s) { return less(big_t, big, s); }, 0, "less transposed tiles " + d);
+    expect_same([&](StreamOrDevice s) { return subtract(big_t, big_t2, s); }, tol, "two transposed tiles " + d);
     expect_same([&](StreamOrDevice s) { return contiguous(big_t, s); }, 0, "transpose copy " + d);
     expect_same([&](StreamOrDevice s) { return contiguous(transpose(wide), s); }, 0, "transpose copy strided " + d);
   }
