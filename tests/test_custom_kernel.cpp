@@ -70,7 +70,10 @@ TEST(CustomKernelCpu, RowReductionMatchesSum) {
     array got = k({x}, {{3, 41}}, {float32}, {3 * 41, 1, 1}, {4, 1, 1}, {{"T", float32}, {"Acc", acc}}, std::nullopt,
                   false, {})[0];
     EXPECT_EQ(got.shape(), (Shape{3, 41}));
-    EXPECT_TRUE(all_close(got, to_double(sum(x, -1)), 1e-5, 1e-5)) << dtype_name(acc);
+    // A float32 accumulator sums 257 terms one after another: its error grows
+    // with the row (the data of other tests before this one found 1e-5 short).
+    const double tol = acc == float32 ? 1e-4 : 1e-5;
+    EXPECT_TRUE(all_close(got, to_double(sum(x, -1)), tol, tol)) << dtype_name(acc);
   }
 }
 
