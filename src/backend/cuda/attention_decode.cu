@@ -148,9 +148,8 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
   const bool sink = p.sinks && split == 0 && warp == 0;
 #pragma unroll
   for (int hf = 0; hf < 2; ++hf) {
-    const int r = g + 8 * hf;
     m[hf] = -INFINITY, l[hf] = 0.0f;
-    if (sink && r < rows) {
+    if (sink && live[hf]) {
       m[hf] = static_cast<float>(static_cast<const T*>(p.sinks)[head[hf] * p.sinks_stride]) * kLog2e;
       l[hf] = tig == 0 ? 1.0f : 0.0f;
     }

@@ -56,6 +56,15 @@ constexpr int kSB = 144;            // bytes per super-block (and row stride in 
 constexpr int kSlot = 16 * kSB;     // one chunk: 16 rows x 1 super-block
 constexpr int kPieces = kSlot / 16; // 16-byte copies per chunk (144)
 
+// Lets kernel take kSmemCap bytes of dynamic shared memory; false (the
+// error cleared, the caller takes another kernel) on a GPU that has less.
+template <typename Kernel>
+bool allow_smem_cap(Kernel kernel) {
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemCap) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
+}
+
 // Words of shared memory per warp for nsb super-blocks per row and MR rows of x.
 constexpr int warp_words(int nsb, int MR) { return 2 * kSlot / 4 + 16 * 8 * 2 + MR * (nsb * 32 * 4 + nsb * 8); }
 
@@ -225,12 +234,8 @@ bool launch_cfg(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStr
   const size_t smem = static_cast<size_t>(WARPS) * warp_words(K / 256 / WARPS, MR) * 4;
   if (smem > kSmemCap) return false;
   auto kernel = q4k_stream_kernel<T, WARPS, MINB, MR>;
-  static const cudaError_t attr = [&] {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemCap);
-    if (e != cudaSuccess) cudaGetLastError();  // (a smaller GPU: the caller takes another kernel)
-    return e;
-  }();
-  if (attr != cudaSuccess) return false;
+  static const bool allowed = allow_smem_cap(kernel);  // once per kernel
+  if (!allowed) return false;
   kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M);
   return true;
 }
@@ -391,12 +396,8 @@ bool launch_small_cfg(const T* x, const uint8_t* w, T* y, int N, int K, int M, c
   const size_t smem = static_cast<size_t>(WARPS) * small_warp_words<F>(K / 32 / WARPS, MR) * 4;
   if (smem > kSmemCap) return false;
   auto kernel = small_stream_kernel<T, F, WARPS, MINB, MR>;
-  static const cudaError_t attr = [&] {
-    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemCap);
-    if (e != cudaSuccess) cudaGetLastError();  // (a smaller GPU: the caller takes another kernel)
-    return e;
-  }();
-  if (attr != cudaSuccess) return false;
+  static const bool allowed = allow_smem_cap(kernel);  // once per kernel
+  if (!allowed) return false;
   kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M);
   return true;
 }
