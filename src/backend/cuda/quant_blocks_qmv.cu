@@ -47,17 +47,35 @@ namespace {
 // reduction arrays (at most 4 KB); several rows of x on long rows need most
 // of it.
 constexpr int kSmemCap = 220 * 1024;
-// Items of x staged per batch of loads: 8 for several rows of x (8 x 4096
-// Q4_0 56.3 us against 63.6 one item at a time); one row keeps one at a time
-// (batches measured 19.5 against 17.9 us: the registers cost more there).
-template <int MR>
-constexpr int kXBatch = MR == 1 ? 1 : 8;
+// x reaches shared memory as it is, by cp.async ahead of the first chunk of
+// w (copy_x_raw), and is rearranged there in place: loading it from L2 in
+// the staging loop put a chain of dependent L2 round trips (one per pass)
+// before the first mma, ~3 of 17.7 us on 1 x 4096 x 14336 Q4_0.
 constexpr int kSB = 144;            // bytes per super-block (and row stride in a slot)
 constexpr int kSlot = 16 * kSB;     // one chunk: 16 rows x 1 super-block
 constexpr int kPieces = kSlot / 16; // 16-byte copies per chunk (144)
 
 // Lets kernel take kSmemCap bytes of dynamic shared memory; false (the
 // error cleared, the caller takes another kernel) on a GPU that has less.
+// Copies the slice [k0, k0 + len) of rows 0..M-1 of x (row stride K) to
+// dst (rows len apart) with cp.async, 16 bytes a copy (8 where x is only
+// 8-byte aligned: k0, K and len are multiples of 8 elements).
+template <typename T>
+__device__ __forceinline__ void copy_x_raw(const T* __restrict__ x, int K, int M, int k0, int len, T* dst, bool x16) {
+  const int lane = threadIdx.x & 31, per_row = len / 8;
+  for (int i = lane; i < per_row * M; i += 32) {
+    const int m = i / per_row, o = (i % per_row) * 8;
+    const T* src = x + static_cast<size_t>(m) * K + k0 + o;
+    T* d = dst + static_cast<size_t>(m) * len + o;
+    if (x16) {
+      cp_async16(d, src);
+    } else {
+      cp_async_ca<8>(d, src);
+      cp_async_ca<8>(d + 4, src + 4);
+    }
+  }
+}
+
 template <typename Kernel>
 bool allow_smem_cap(Kernel kernel) {
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemCap) == cudaSuccess) return true;
@@ -65,8 +83,15 @@ bool allow_smem_cap(Kernel kernel) {
   return false;
 }
 
-// Words of shared memory per warp for nsb super-blocks per row and MR rows of x.
-constexpr int warp_words(int nsb, int MR) { return 2 * kSlot / 4 + 16 * 8 * 2 + MR * (nsb * 32 * 4 + nsb * 8); }
+// Words of shared memory per warp for nsb super-blocks per row, MR rows of
+// x and NS ring slots.
+constexpr int warp_words(int nsb, int MR, int NS) { return NS * kSlot / 4 + 16 * 8 * 2 + MR * (nsb * 32 * 4 + nsb * 8); }
+
+// Waits until at most N groups of cp.async are in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
 
 // The 16 x MR tile of y (rows row0.., x rows 0..M-1) from the warps' sums:
 // lane (gid, tq) holds acc[h][e] for w row gid + 8 h and x row 2 tq + e
@@ -100,9 +125,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[2][2], T* y, int r
 
 // MR: x rows the kernel is built for (1, 4 or 8: the B columns of the mma),
 // M <= MR of them used.
-template <typename T, int WARPS, int MINB, int MR>
+template <typename T, int WARPS, int MINB, int MR, int NS>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
-    q4k_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K, int M) {
+    q4k_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K, int M,
+                      bool x16) {
   using H = MmaHalf<T>;
   extern __shared__ __align__(16) uint32_t smem[];
   const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
@@ -110,11 +136,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int nsbr = K / 256, nsb = nsbr / WARPS, sb0 = wi * nsb;
   const size_t row_bytes = static_cast<size_t>(nsbr) * kSB;
   const int row0 = blockIdx.x * 16;
-  uint32_t* base = smem + wi * warp_words(nsb, MR);
+  uint32_t* base = smem + wi * warp_words(nsb, MR, NS);
   uint8_t* ring = reinterpret_cast<uint8_t*>(base);
-  float2* par = reinterpret_cast<float2*>(base + 2 * kSlot / 4);  // [16 rows][8 sub-blocks]
-  uint4* xs = reinterpret_cast<uint4*>(base + 2 * kSlot / 4 + 256);                 // [MR][nsb * 32]
-  float* xsum = reinterpret_cast<float*>(base + 2 * kSlot / 4 + 256 + MR * nsb * 128);  // [MR][nsb * 8]
+  float2* par = reinterpret_cast<float2*>(base + NS * kSlot / 4);  // [16 rows][8 sub-blocks]
+  uint4* xs = reinterpret_cast<uint4*>(base + NS * kSlot / 4 + 256);                 // [MR][nsb * 32]
+  float* xsum = reinterpret_cast<float*>(base + NS * kSlot / 4 + 256 + MR * nsb * 128);  // [MR][nsb * 8]
 
   constexpr int PL = (kPieces + 31) / 32;  // copies per lane (the last partly)
   const uint8_t* src[PL];
@@ -125,49 +151,46 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     src[i] = w + static_cast<size_t>(min(row0 + r, N - 1)) * row_bytes + static_cast<size_t>(sb0) * kSB + q * 16;
     dst[i] = r * kSB + q * 16;
   }
-  auto issue = [&](int c, uint8_t* slot) {
+  auto issue = [&](int c) {
+    uint8_t* slot = ring + (c % NS) * kSlot;
 #pragma unroll
     for (int i = 0; i < PL; ++i)
       if (lane + 32 * i < kPieces) cp_async16(slot + dst[i], src[i] + static_cast<size_t>(c) * kSB);
   };
-  if (nsb > 0) issue(0, ring);
+  // x's slice as it is into xs (the same bytes it takes rearranged), then w.
+  copy_x_raw(x, K, M, sb0 * 256, nsb * 256, reinterpret_cast<T*>(xs), x16);
   cp_async_commit();
+#pragma unroll
+  for (int c = 0; c < NS - 1; ++c) {
+    if (c < nsb) issue(c);
+    cp_async_commit();
+  }
+  cp_async_wait<NS - 1>();  // x's group
+  __syncwarp();
 
   // x: item (j, c, s, tq) = lane tq's fragments for slice s of sub-blocks 2c
   // (lo) and 2c + 1 (hi) of super-block j: weights l .. l + 3, l = 16 s + 4 tq,
-  // paired (l, l + 2) and (l + 1, l + 3) as the nibble pairs are.
-  // Loads first, kXB items at a time: one item's shuffles wait for its loads,
-  // and with several rows of x the loop of dependent L2 round trips (one per
-  // item and row) cost more than the stream of w.
-  constexpr int kXB = kXBatch<MR>;
+  // paired (l, l + 2) and (l + 1, l + 3) as the nibble pairs are. In place:
+  // a pass reads one super-block's 512 bytes and writes them back.
   const int items = nsb * M;
-  for (int j0 = 0; j0 < items; j0 += kXB) {
-    uint2 lo[kXB], hi[kXB];
+  for (int jm = 0; jm < items; ++jm) {
+    const int c = lane >> 3, s = (lane >> 2) & 1;
+    const T* p = reinterpret_cast<const T*>(xs) + jm * 256 + 64 * c + 16 * s + 4 * tq;
+    const uint2 lo = *reinterpret_cast<const uint2*>(p), hi = *reinterpret_cast<const uint2*>(p + 32);
+    __syncwarp();
+    const T* el = reinterpret_cast<const T*>(&lo);
+    const T* eh = reinterpret_cast<const T*>(&hi);
+    float sl = 0.f, sh = 0.f;
 #pragma unroll
-    for (int b = 0; b < kXB; ++b) {
-      const int jm = j0 + b, m = jm / nsb, j = jm % nsb;
-      const int c = lane >> 3, s = (lane >> 2) & 1;
-      const T* p = x + static_cast<size_t>(m) * K + static_cast<size_t>(sb0 + j) * 256 + 64 * c + 16 * s + 4 * tq;
-      if (jm < items) lo[b] = __ldg(reinterpret_cast<const uint2*>(p)), hi[b] = __ldg(reinterpret_cast<const uint2*>(p + 32));
+    for (int k = 0; k < 4; ++k) sl += static_cast<float>(el[k]), sh += static_cast<float>(eh[k]);
+    xs[jm * 32 + lane] = make_uint4(__byte_perm(lo.x, lo.y, 0x5410), __byte_perm(lo.x, lo.y, 0x7632),
+                                    __byte_perm(hi.x, hi.y, 0x5410), __byte_perm(hi.x, hi.y, 0x7632));
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) {
+      sl += __shfl_xor_sync(0xffffffffu, sl, o);
+      sh += __shfl_xor_sync(0xffffffffu, sh, o);
     }
-#pragma unroll
-    for (int b = 0; b < kXB; ++b) {
-      const int jm = j0 + b, c = lane >> 3;
-      if (jm >= items) break;  // the same for every lane
-      const T* el = reinterpret_cast<const T*>(&lo[b]);
-      const T* eh = reinterpret_cast<const T*>(&hi[b]);
-      float sl = 0.f, sh = 0.f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) sl += static_cast<float>(el[k]), sh += static_cast<float>(eh[k]);
-      xs[jm * 32 + lane] = make_uint4(__byte_perm(lo[b].x, lo[b].y, 0x5410), __byte_perm(lo[b].x, lo[b].y, 0x7632),
-                                      __byte_perm(hi[b].x, hi[b].y, 0x5410), __byte_perm(hi[b].x, hi[b].y, 0x7632));
-#pragma unroll
-      for (int o = 1; o < 8; o <<= 1) {
-        sl += __shfl_xor_sync(0xffffffffu, sl, o);
-        sh += __shfl_xor_sync(0xffffffffu, sh, o);
-      }
-      if ((lane & 7) == 0) xsum[jm * 8 + 2 * c] = sl, xsum[jm * 8 + 2 * c + 1] = sh;
-    }
+    if ((lane & 7) == 0) xsum[jm * 8 + 2 * c] = sl, xsum[jm * 8 + 2 * c + 1] = sh;
   }
   __syncwarp();
 
@@ -180,11 +203,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const uint32_t magic = H::magic2;
   float acc[2][2] = {};
   for (int j = 0; j < nsb; ++j) {
-    if (j + 1 < nsb) issue(j + 1, ring + ((j + 1) & 1) * kSlot);
+    if (j + NS - 1 < nsb) issue(j + NS - 1);
     cp_async_commit();
-    cp_async_wait_one();
+    cp_async_wait<NS - 1>();
     __syncwarp();
-    const uint8_t* slot = ring + (j & 1) * kSlot;
+    const uint8_t* slot = ring + (j % NS) * kSlot;
     // (a, b - a magic) of every (row, sub-block) of the chunk, 4 per lane.
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -229,14 +252,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   store_tile<WARPS, MR>(acc, y, row0, N, M);
 }
 
-template <typename T, int WARPS, int MINB, int MR>
+template <typename T, int WARPS, int MINB, int MR, int NS = 2>
 bool launch_cfg(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st) {
-  const size_t smem = static_cast<size_t>(WARPS) * warp_words(K / 256 / WARPS, MR) * 4;
+  const size_t smem = static_cast<size_t>(WARPS) * warp_words(K / 256 / WARPS, MR, NS) * 4;
   if (smem > kSmemCap) return false;
-  auto kernel = q4k_stream_kernel<T, WARPS, MINB, MR>;
+  auto kernel = q4k_stream_kernel<T, WARPS, MINB, MR, NS>;
   static const bool allowed = allow_smem_cap(kernel);  // once per kernel
   if (!allowed) return false;
-  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M);
+  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M,
+                                                                         reinterpret_cast<uintptr_t>(x) % 16 == 0);
   return true;
 }
 
@@ -251,7 +275,7 @@ struct Small {
 };
 
 template <BlockFormat F>
-constexpr int small_warp_words(int nblk, int MR) { return 2 * Small<F>::SLOT / 4 + MR * (nblk * 4 * 4 + nblk); }
+constexpr int small_warp_words(int nblk, int MR, int NS) { return NS * Small<F>::SLOT / 4 + MR * (nblk * 4 * 4 + nblk); }
 
 // The little-endian word at byte offset off of s (off even; off % 4 fixed by the caller's unrolling).
 __device__ __forceinline__ uint32_t lds_at(const uint8_t* s, int off) {
@@ -259,10 +283,10 @@ __device__ __forceinline__ uint32_t lds_at(const uint8_t* s, int off) {
   return (off & 3) ? __funnelshift_r(p[0], p[1], 16) : p[0];
 }
 
-template <typename T, BlockFormat F, int WARPS, int MINB, int MR>
+template <typename T, BlockFormat F, int WARPS, int MINB, int MR, int NS>
 __global__ void __launch_bounds__(WARPS * 32, MINB)
     small_stream_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K,
-                        int M) {
+                        int M, bool x16) {
   using H = MmaHalf<T>;
   using S = Small<F>;
   constexpr bool kQ8 = F == BlockFormat::q8_0;
@@ -275,10 +299,10 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const int nbr = K / 32, nblk = nbr / WARPS, b0 = wi * nblk, nch = nblk / S::U;
   const size_t row_bytes = static_cast<size_t>(nbr) * S::BYTES;
   const int row0 = blockIdx.x * 16;
-  uint32_t* base = smem + wi * small_warp_words<F>(nblk, MR);
+  uint32_t* base = smem + wi * small_warp_words<F>(nblk, MR, NS);
   uint8_t* ring = reinterpret_cast<uint8_t*>(base);
-  uint4* xs = reinterpret_cast<uint4*>(base + 2 * S::SLOT / 4);                       // [MR][nblk * 4]
-  float* xsum = reinterpret_cast<float*>(base + 2 * S::SLOT / 4 + MR * nblk * 16);  // [MR][nblk]
+  uint4* xs = reinterpret_cast<uint4*>(base + NS * S::SLOT / 4);                       // [MR][nblk * 4]
+  float* xsum = reinterpret_cast<float*>(base + NS * S::SLOT / 4 + MR * nblk * 16);  // [MR][nblk]
 
   constexpr int PL = (S::PIECES + 31) / 32;
   constexpr int PPR = S::RS / 16;
@@ -290,44 +314,43 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     src[i] = w + static_cast<size_t>(min(row0 + r, N - 1)) * row_bytes + static_cast<size_t>(b0) * S::BYTES + q * 16;
     dst[i] = r * S::RS + q * 16;
   }
-  auto issue = [&](int c, uint8_t* slot) {
+  auto issue = [&](int c) {
+    uint8_t* slot = ring + (c % NS) * S::SLOT;
 #pragma unroll
     for (int i = 0; i < PL; ++i)
       if (lane + 32 * i < S::PIECES) cp_async16(slot + dst[i], src[i] + static_cast<size_t>(c) * S::RS);
   };
-  if (nch > 0) issue(0, ring);
+  // x's slice as it is into xs (the same bytes it takes rearranged), then w.
+  copy_x_raw(x, K, M, b0 * 32, nblk * 32, reinterpret_cast<T*>(xs), x16);
   cp_async_commit();
+#pragma unroll
+  for (int c = 0; c < NS - 1; ++c) {
+    if (c < nch) issue(c);
+    cp_async_commit();
+  }
+  cp_async_wait<NS - 1>();  // x's group
+  __syncwarp();
 
   // x: item (block, tq). Q4_0: weights 4 tq .. + 3 (lo) and 16 + 4 tq .. (hi);
   // Q8_0: weights 4 tq .. + 3 (slice 0) and 16 + 4 tq .. (slice 1); each
-  // paired (l, l + 2) (l + 1, l + 3) like the nibble pairs of a word.
-  // Loads first, kXB passes at a time (as in the Q4_K kernel). nblk * 4 is a
-  // multiple of 32: every lane runs every pass of the shuffles.
-  constexpr int kXB = kXBatch<MR>;
+  // paired (l, l + 2) (l + 1, l + 3) like the nibble pairs of a word. In
+  // place: a pass reads 8 blocks' 512 bytes and writes them back. nblk * 4
+  // is a multiple of 32: every lane runs every pass of the shuffles.
   const int items = nblk * 4 * M;
-  for (int i0 = lane; i0 < items; i0 += 32 * kXB) {
-    uint2 lo[kXB], hi[kXB];
+  for (int i = lane; i < items; i += 32) {
+    const T* p = reinterpret_cast<const T*>(xs) + (i >> 2) * 32 + 4 * (i & 3);
+    const uint2 lo = *reinterpret_cast<const uint2*>(p), hi = *reinterpret_cast<const uint2*>(p + 16);
+    __syncwarp();
+    const T* el = reinterpret_cast<const T*>(&lo);
+    const T* eh = reinterpret_cast<const T*>(&hi);
+    float sm = 0.f;
 #pragma unroll
-    for (int b = 0; b < kXB; ++b) {
-      const int i = i0 + 32 * b, m = i / (nblk * 4), blk = (i >> 2) % nblk, t = i & 3;
-      const T* p = x + static_cast<size_t>(m) * K + static_cast<size_t>(b0 + blk) * 32 + 4 * t;
-      if (i < items) lo[b] = __ldg(reinterpret_cast<const uint2*>(p)), hi[b] = __ldg(reinterpret_cast<const uint2*>(p + 16));
-    }
-#pragma unroll
-    for (int b = 0; b < kXB; ++b) {
-      const int i = i0 + 32 * b;
-      if (i >= items) break;  // the same for every lane
-      const T* el = reinterpret_cast<const T*>(&lo[b]);
-      const T* eh = reinterpret_cast<const T*>(&hi[b]);
-      float sm = 0.f;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) sm += static_cast<float>(el[k]) + static_cast<float>(eh[k]);
-      xs[i] = make_uint4(__byte_perm(lo[b].x, lo[b].y, 0x5410), __byte_perm(lo[b].x, lo[b].y, 0x7632),
-                         __byte_perm(hi[b].x, hi[b].y, 0x5410), __byte_perm(hi[b].x, hi[b].y, 0x7632));
-      sm += __shfl_xor_sync(0xffffffffu, sm, 1);
-      sm += __shfl_xor_sync(0xffffffffu, sm, 2);
-      if ((i & 3) == 0) xsum[i >> 2] = sm;
-    }
+    for (int k = 0; k < 4; ++k) sm += static_cast<float>(el[k]) + static_cast<float>(eh[k]);
+    xs[i] = make_uint4(__byte_perm(lo.x, lo.y, 0x5410), __byte_perm(lo.x, lo.y, 0x7632),
+                       __byte_perm(hi.x, hi.y, 0x5410), __byte_perm(hi.x, hi.y, 0x7632));
+    sm += __shfl_xor_sync(0xffffffffu, sm, 1);
+    sm += __shfl_xor_sync(0xffffffffu, sm, 2);
+    if ((i & 3) == 0) xsum[i >> 2] = sm;
   }
   __syncwarp();
 
@@ -340,11 +363,11 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   const uint32_t magic = H::magic2;
   float acc[2][2] = {};
   for (int c = 0; c < nch; ++c) {
-    if (c + 1 < nch) issue(c + 1, ring + ((c + 1) & 1) * S::SLOT);
+    if (c + NS - 1 < nch) issue(c + NS - 1);
     cp_async_commit();
-    cp_async_wait_one();
+    cp_async_wait<NS - 1>();
     __syncwarp();
-    const uint8_t* slot = ring + (c & 1) * S::SLOT;
+    const uint8_t* slot = ring + (c % NS) * S::SLOT;
     const uint8_t* r0 = slot + gid * S::RS;
     const uint8_t* r1 = slot + (gid + 8) * S::RS;
 #pragma unroll
@@ -391,14 +414,15 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
   store_tile<WARPS, MR>(acc, y, row0, N, M);
 }
 
-template <typename T, BlockFormat F, int WARPS, int MINB, int MR>
+template <typename T, BlockFormat F, int WARPS, int MINB, int MR, int NS = 2>
 bool launch_small_cfg(const T* x, const uint8_t* w, T* y, int N, int K, int M, cudaStream_t st) {
-  const size_t smem = static_cast<size_t>(WARPS) * small_warp_words<F>(K / 32 / WARPS, MR) * 4;
+  const size_t smem = static_cast<size_t>(WARPS) * small_warp_words<F>(K / 32 / WARPS, MR, NS) * 4;
   if (smem > kSmemCap) return false;
-  auto kernel = small_stream_kernel<T, F, WARPS, MINB, MR>;
+  auto kernel = small_stream_kernel<T, F, WARPS, MINB, MR, NS>;
   static const bool allowed = allow_smem_cap(kernel);  // once per kernel
   if (!allowed) return false;
-  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M);
+  kernel<<<static_cast<unsigned>((N + 15) / 16), WARPS * 32, smem, st>>>(x, w, y, N, K, M,
+                                                                         reinterpret_cast<uintptr_t>(x) % 16 == 0);
   return true;
 }
 
