@@ -156,6 +156,23 @@ TEST(FastNorm, EveryKernelLevelGivesTheSameBits) {
   }
 }
 
+// float32 outputs of 32 MiB or more are written with streaming stores
+// (fast_norm.cpp): the same bits as a small call on the same rows, which
+// stores normally; 4099 columns leave rows that start off the 64-byte
+// alignment the streamed stores need, and a tail per row.
+TEST(FastNorm, StreamedOutputsGiveTheSameBits) {
+  const int rows = 2050, d = 4099;  // 33.6 MB of float32
+  array x = random_array({rows, d});
+  array w = random_array({d}), b = random_array({d});
+  std::vector<array> big = {fast::rms_norm(x, w, 1e-5f), fast::layer_norm(x, w, b, 1e-5f)};
+  for (int r0 : {0, 1027, rows - 5}) {
+    array xs = slice(x, {r0, 0}, {r0 + 5, d});
+    std::vector<array> small = {fast::rms_norm(xs, w, 1e-5f), fast::layer_norm(xs, w, b, 1e-5f)};
+    for (size_t k = 0; k < big.size(); ++k)
+      EXPECT_TRUE(all_close(slice(big[k], {r0, 0}, {r0 + 5, d}), to_double(small[k]), 0, 0)) << "op " << k << " row " << r0;
+  }
+}
+
 // add_rms_norm: {x + r, rms_norm(x + r)} in one node where x, r and the
 // weight share a float dtype and shape; the same bits as the two ops.
 TEST(FastNorm, AddRmsNormIsTheAddThenTheNorm) {
