@@ -119,9 +119,11 @@ TEST_P(GemmKernels, RandomOddSizesAndLayouts) {
 
 TEST_P(GemmKernels, SeveralCacheBlocksAndThreads) {
   // K beyond one KC block (fp32 accumulation across blocks, bf16 output via
-  // the fp32 workspace), M and N beyond one register tile with ragged edges.
+  // the fp32 workspace), M and N beyond one register tile with ragged edges;
+  // M = 16 and 24 take the 8 x 48 tiles (prefer_small_m_tile).
   std::mt19937 rng(99);
-  const int64_t shapes[][3] = {{37, 45, 1031}, {129, 33, 257}, {5, 300, 700}, {300, 3, 601}};
+  const int64_t shapes[][3] = {{37, 45, 1031}, {129, 33, 257}, {5, 300, 700}, {300, 3, 601}, {16, 101, 1031},
+                               {24, 300, 333}};
   for (const auto& s : shapes) {
     for (Kind kind : kKinds) {
       double e = run_case(s[0], s[1], s[2], Layout::row_major, Layout::row_major, kind, 2, rng);

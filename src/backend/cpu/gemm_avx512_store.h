@@ -45,6 +45,12 @@ KILN_TARGET_AVX512 inline void store_tile_segment(void* c, __m512 v, __mmask16 m
   }
 }
 
+// Lane mask of the 16-wide vector v of a tile holding nr columns.
+inline __mmask16 vec_mask(int nr, int v) {
+  const int n = nr - 16 * v;
+  return static_cast<__mmask16>(n >= 16 ? 0xffffu : n > 0 ? (1u << n) - 1u : 0u);
+}
+
 // Lane masks for the two 16-wide halves of a 32-wide tile holding nr columns.
 inline void half_masks(int nr, __mmask16* m0, __mmask16* m1) {
   *m0 = static_cast<__mmask16>(nr >= 16 ? 0xffffu : (1u << nr) - 1u);

@@ -25,45 +25,52 @@ namespace {
 
 constexpr int kMr = 14, kNr = 32;
 
-KILN_TARGET_AVX512_BF16 void kernel_bf16_avx512_14x32(int64_t kc_padded, const void* a_v, const void* b_v,
-                                                      void* c_v, int64_t ldc, int mr, int nr, int mode) {
+// MR x 16 NV tile (14 x 32; 8 x 48 for small M, as the fp32 kernels).
+template <int MR, int NV>
+KILN_TARGET_AVX512_BF16 void kernel_bf16_avx512(int64_t kc_padded, const void* a_v, const void* b_v, void* c_v,
+                                                int64_t ldc, int mr, int nr, int mode) {
   const int32_t* a = static_cast<const int32_t*>(a_v);  // bf16 pairs
   const __m512i* b = static_cast<const __m512i*>(b_v);  // 16 columns x 2 k
   const int64_t cbytes = mode == kStoreBf16 ? 2 : 4;
   char* c = static_cast<char*>(c_v);
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr; ++i) {
+  for (int i = 0; i < MR; ++i) {
     if (i < mr) {
-      _mm_prefetch(c + i * ldc * cbytes, _MM_HINT_T0);
-      _mm_prefetch(c + i * ldc * cbytes + 64, _MM_HINT_T0);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) _mm_prefetch(c + i * ldc * cbytes + 64 * v, _MM_HINT_T0);
     }
   }
-  __m512 acc[kMr][2];
+  __m512 acc[MR][NV];
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
 
   const int64_t kpairs = kc_padded / 2;
 #pragma GCC unroll 2
   for (int64_t kp = 0; kp < kpairs; ++kp) {
-    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 1);
+    __m512bh bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_load_si512(b + v);
 #pragma GCC unroll 14
-    for (int i = 0; i < kMr; ++i) {
+    for (int i = 0; i < MR; ++i) {
       __m512bh ai = (__m512bh)_mm512_set1_epi32(a[i]);
-      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
-      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
     }
-    a += kMr;
-    b += 2;
+    a += MR;
+    b += NV;
   }
 
-  __mmask16 m0, m1;
-  half_masks(nr, &m0, &m1);
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr; ++i) {
+  for (int i = 0; i < MR; ++i) {
     if (i < mr) {
       char* row = c + i * ldc * cbytes;
-      store_tile_segment(row, acc[i][0], m0, mode);
-      if (m1) store_tile_segment(row + 16 * cbytes, acc[i][1], m1, mode);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) {
+        const __mmask16 m = vec_mask(nr, v);
+        if (m) store_tile_segment(row + 16 * v * cbytes, acc[i][v], m, mode);
+      }
     }
   }
 }
@@ -75,8 +82,16 @@ KILN_TARGET_AVX512_BF16 void kernel_bf16_avx512_14x32(int64_t kc_padded, const v
 // kernel's KC=256, and each B byte now carries twice the work.
 const KernelSpec& bf16_dot_avx512_spec() {
   static const KernelSpec s{"bf16_dot_avx512_14x32", kMr, kNr, 512, 14 * 24, 4096, 2, 2, 2,
-                            kernel_bf16_avx512_14x32, pack_bf16_pair_panel_avx512<kMr>,
+                            kernel_bf16_avx512<kMr, 2>, pack_bf16_pair_panel_avx512<kMr>,
                             pack_bf16_pair_panel_avx512<kNr>};
+  return s;
+}
+
+// 8 x 48 for small M: KC x 48 x 2 B = 30 KB at KC = 320.
+const KernelSpec& bf16_dot_avx512_small_m_spec() {
+  static const KernelSpec s{"bf16_dot_avx512_8x48", 8, 48, 320, 8 * 24, 4080, 2, 2, 2,
+                            kernel_bf16_avx512<8, 3>, pack_bf16_pair_panel_avx512<8>,
+                            pack_bf16_pair_panel_avx512<48>};
   return s;
 }
 
@@ -93,7 +108,8 @@ void gemm_bf16(const GemmArgs& args, Dtype out_dtype) {
   if (t == CpuTarget::amx_bf16) {
     run_blocked_gemm(args, bf16_amx_spec(), out_bf16);
   } else if (t == CpuTarget::avx512_bf16) {
-    run_blocked_gemm(args, bf16_dot_avx512_spec(), out_bf16);
+    run_blocked_gemm(args, prefer_small_m_tile(args.M) ? bf16_dot_avx512_small_m_spec() : bf16_dot_avx512_spec(),
+                     out_bf16);
   } else if (t == CpuTarget::avx512) {
     run_blocked_gemm(args, bf16_to_f32_avx512_spec(), out_bf16);
   } else {

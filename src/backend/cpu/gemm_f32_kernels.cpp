@@ -1,6 +1,6 @@
 // fp32 micro-kernels and their cache blocking.
 //
-// AVX-512: 14 x 32 tile. 28 zmm accumulators + 2 zmm for the B row; the A
+// AVX-512: 14 x 32 tile (and 8 x 48 for small M, below). 28 zmm accumulators + 2 zmm for the B row; the A
 // values are broadcast straight from memory into the FMAs (embedded
 // broadcast), so 30 of the 32 registers hold live data. Per k: 2 loads of B,
 // 14 broadcasts, 28 FMAs - enough independent FMAs (>= 2 ports x 4 cycles
@@ -19,46 +19,57 @@ namespace kiln::cpu::gemm_detail {
 namespace {
 
 constexpr int kMr512 = 14, kNr512 = 32;
+constexpr int kMrSmall = 8, kNrSmall = 48;
 constexpr int kMr256 = 6, kNr256 = 16;
 
-KILN_TARGET_AVX512 void kernel_f32_avx512_14x32(int64_t kc, const void* a_v, const void* b_v, void* c_v,
-                                                 int64_t ldc, int mr, int nr, int mode) {
+// MR x 16 NV tile: 14 x 32 (NV = 2) in general, 8 x 48 (NV = 3: 24
+// accumulators, 3 B vectors) where M is small: M = 16 in 14-row tiles
+// computed 28 rows (1.75x the work), in 8-row tiles exactly 16.
+template <int MR, int NV>
+KILN_TARGET_AVX512 void kernel_f32_avx512(int64_t kc, const void* a_v, const void* b_v, void* c_v, int64_t ldc, int mr,
+                                          int nr, int mode) {
+  constexpr int NR = 16 * NV;
   const float* a = static_cast<const float*>(a_v);
   const float* b = static_cast<const float*>(b_v);
   const int64_t cbytes = mode == kStoreBf16 ? 2 : 4;
   char* c = static_cast<char*>(c_v);
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr512; ++i) {
+  for (int i = 0; i < MR; ++i) {
     if (i < mr) {
-      _mm_prefetch(c + i * ldc * cbytes, _MM_HINT_T0);
-      _mm_prefetch(c + i * ldc * cbytes + 64, _MM_HINT_T0);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) _mm_prefetch(c + i * ldc * cbytes + 64 * v, _MM_HINT_T0);
     }
   }
-  __m512 acc[kMr512][2];
+  __m512 acc[MR][NV];
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr512; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
 
 #pragma GCC unroll 2
   for (int64_t k = 0; k < kc; ++k) {
-    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    __m512 bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_load_ps(b + 16 * v);
 #pragma GCC unroll 14
-    for (int i = 0; i < kMr512; ++i) {
+    for (int i = 0; i < MR; ++i) {
       __m512 ai = _mm512_set1_ps(a[i]);
-      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
     }
-    a += kMr512;
-    b += kNr512;
+    a += MR;
+    b += NR;
   }
 
-  __mmask16 m0, m1;
-  half_masks(nr, &m0, &m1);
 #pragma GCC unroll 14
-  for (int i = 0; i < kMr512; ++i) {
+  for (int i = 0; i < MR; ++i) {
     if (i < mr) {
       char* row = c + i * ldc * cbytes;
-      store_tile_segment(row, acc[i][0], m0, mode);
-      if (m1) store_tile_segment(row + 16 * cbytes, acc[i][1], m1, mode);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) {
+        const __mmask16 m = vec_mask(nr, v);
+        if (m) store_tile_segment(row + 16 * v * cbytes, acc[i][v], m, mode);
+      }
     }
   }
 }
@@ -129,14 +140,23 @@ void kernel_f32_avx2_6x16(int64_t kc, const void* a_v, const void* b_v, void* c_
 //  NC: the shared packed B panel (KC x NC) lives in L3.
 const KernelSpec& f32_avx512_spec() {
   static const KernelSpec s{"f32_avx512_14x32", kMr512, kNr512, 256, 14 * 24, 4096, 1, 4, 4,
-                            kernel_f32_avx512_14x32, pack_f32_panel_avx512<kMr512>,
+                            kernel_f32_avx512<kMr512, 2>, pack_f32_panel_avx512<kMr512>,
                             pack_f32_panel_avx512<kNr512>};
+  return s;
+}
+
+// The 8 x 48 tile for small M: a KC x 48 B micro-panel of 160 rows is 30 KB
+// (L1 of a Zen 4 core is 32 KB); NC a multiple of 48.
+const KernelSpec& f32_avx512_small_m_spec() {
+  static const KernelSpec s{"f32_avx512_8x48", kMrSmall, kNrSmall, 160, 8 * 24, 4080, 1, 4, 4,
+                            kernel_f32_avx512<kMrSmall, 3>, pack_f32_panel_avx512<kMrSmall>,
+                            pack_f32_panel_avx512<kNrSmall>};
   return s;
 }
 
 const KernelSpec& bf16_to_f32_avx512_spec() {
   static const KernelSpec s{"bf16_as_f32_avx512_14x32", kMr512, kNr512, 256, 14 * 24, 4096, 1, 4, 2,
-                            kernel_f32_avx512_14x32, pack_f32_panel<bfloat16_t, kMr512>,
+                            kernel_f32_avx512<kMr512, 2>, pack_f32_panel<bfloat16_t, kMr512>,
                             pack_f32_panel<bfloat16_t, kNr512>};
   return s;
 }

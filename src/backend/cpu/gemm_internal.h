@@ -56,6 +56,20 @@ const KernelSpec& f32_avx2_spec();         // fp32 sources, 6x16 AVX2 kernel
 const KernelSpec& bf16_to_f32_avx512_spec();  // bf16 sources widened while packing
 const KernelSpec& bf16_to_f32_avx2_spec();
 const KernelSpec& bf16_dot_avx512_spec();  // bf16 sources, vdpbf16ps 14x32 kernel
+const KernelSpec& f32_avx512_small_m_spec();      // the 8x48 tiles of both, for small M
+const KernelSpec& bf16_dot_avx512_small_m_spec();
+
+// Whether M rows go faster in 8-row tiles than in 14-row ones: when the
+// 14-row tiles pad M by far more (M = 16: 28 rows computed against 16).
+// The 8 x 48 tile does 24 FMAs per 3 B loads against 28 per 2, so it must
+// save more than ~15% of the rows. Measured (K = N = 4096, min of 45 runs,
+// 14x32 -> 8x48 ms): fp32 M = 16 7.40 -> 5.40, 20 7.36 -> 6.90, 32 9.96 ->
+// 7.96; bf16 M = 16 4.39 -> 3.48, 32 5.25 -> 4.67; M = 9 and 12 (kept in
+// 14-row tiles) bf16 3.26 / 3.19 against 3.63 / 3.42.
+inline bool prefer_small_m_tile(int64_t M) {
+  const int64_t rows8 = (M + 7) / 8 * 8, rows14 = (M + 13) / 14 * 14;
+  return rows8 * 115 < rows14 * 100;
+}
 const KernelSpec& bf16_amx_spec();         // bf16 sources, AMX tiles, 32x32 (gemm_bf16_amx.cpp)
 
 // Small-M path (AVX-512 only): streams B exactly once, split over N across
