@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/copy.h"
 #include "test_util.h"
 
 namespace {
@@ -434,6 +435,29 @@ TEST_P(BinaryOpTest, Large) {
   if (GetParam().int_ok) {
     check(A({(1 << 16) + 3}, int32), B({(1 << 16) + 3}, int32), GetParam().kind == Kind::Divide ? 2e-5 : 0.0);
   }
+}
+
+// The same with every output streamed past the caches (stream_store.h;
+// by default only outputs larger than the last-level cache are): odd
+// lengths leave unaligned heads and tails, the [256, 1023] case streams rows.
+TEST_P(BinaryOpTest, LargeStreamed) {
+  kiln::cpu::set_streaming_threshold(0);
+  check(A({(1 << 20) + 3}, float32), B({(1 << 20) + 3}, float32), tolerance(float32));
+  check(A({(1 << 16) + 1}, bfloat16), B({(1 << 16) + 1}, bfloat16), tolerance(bfloat16));
+  check(A({256, 1023}, float32), B({1023}, float32), tolerance(float32));
+  check(A({1}, float32), B({(1 << 16) + 7}, float32), tolerance(float32));
+  if (GetParam().int_ok) check(A({(1 << 16) + 3}, int32), B({(1 << 16) + 3}, int32), GetParam().kind == Kind::Divide ? 2e-5 : 0.0);
+  kiln::cpu::set_streaming_threshold(SIZE_MAX);
+}
+
+TEST(ElementwiseTest, StreamedCopyKeepsEveryElement) {
+  kiln::cpu::set_streaming_threshold(0);
+  array base = random_array({(1 << 18) + 11});
+  for (int off : {0, 1, 5}) {
+    array x = slice(base, {off}, {(1 << 18) + off});  // unaligned starts
+    EXPECT_TRUE(array_equal(copy(x), x).item<bool>()) << off;
+  }
+  kiln::cpu::set_streaming_threshold(SIZE_MAX);
 }
 
 INSTANTIATE_TEST_SUITE_P(Elementwise, BinaryOpTest, ::testing::ValuesIn(kBinary),

@@ -5,12 +5,30 @@
 
 #include "backend/cpu/cast.h"
 #include "backend/common/layout.h"
+#include "backend/cpu/copy.h"
+#include "backend/cpu/stream_store.h"
 #include "backend/cpu/threading.h"
 #include "core/array_desc.h"
 
 namespace kiln::cpu {
 
 inline constexpr int64_t kElementwiseGrain = 1 << 14;
+
+// dst[i] = f(i) for i < n over the threads; with streaming stores
+// (stream_store.h) when `stream`.
+template <typename O, typename F>
+void fill_contiguous(O* dst, int64_t n, bool stream, F&& f) {
+  parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    if (!stream) {
+      for (int64_t i = b; i < e; ++i) dst[i] = f(i);
+      return;
+    }
+    stream_fill(dst + b, e - b, [&](int64_t k0, int64_t m, O* buf) {
+      for (int64_t k = 0; k < m; ++k) buf[k] = f(b + k0 + k);
+    });
+    stream_fence();
+  });
+}
 
 // out[i] = op(in[i]) with T the input type and O the output type; op works
 // on compute_t<T>.
@@ -22,9 +40,10 @@ void unary_loop(const array& in, array& out, Op op) {
   const auto& id = *in.desc();
   int64_t n = static_cast<int64_t>(out.size());
   if (detail::is_row_contiguous(id.shape, id.strides)) {
-    parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) dst[i] = static_cast<O>(op(static_cast<compute_t<T>>(src[i])));
-    });
+    // Not streamed (stream_store.h): most unary ops are bound by their
+    // arithmetic, where the extra pass through the buffer cost more than the
+    // saved reads (exp f32 on 2^26 elements: 26 -> 22.5 GB/s).
+    fill_contiguous(dst, n, false, [&](int64_t i) { return static_cast<O>(op(static_cast<compute_t<T>>(src[i]))); });
     return;
   }
   layout::Layout<2> l = layout::collapse<2>(out.shape(), {&out.desc()->strides, &id.strides});
@@ -52,26 +71,22 @@ void binary_loop(const array& a, const array& b, array& out, Op op) {
   bool cb = detail::is_row_contiguous(db.shape, db.strides);
   bool sa = da.size == 1, sb = db.size == 1;
   using C = compute_t<T>;
+  const bool stream = streaming_pays(a.nbytes() + b.nbytes() + out.nbytes());
   if ((ca || sa) && (cb || sb) && da.shape.size() == out.shape().size() && !(sa && sb)) {
     // Both inputs full-size and contiguous, or one a broadcast scalar.
     if (ca && cb && !sa && !sb) {
-      parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) dst[i] = static_cast<O>(op(static_cast<C>(pa[i]), static_cast<C>(pb[i])));
-      });
+      fill_contiguous(dst, n, stream,
+                      [&](int64_t i) { return static_cast<O>(op(static_cast<C>(pa[i]), static_cast<C>(pb[i]))); });
       return;
     }
     if (sa && cb && db.size == out.size()) {
       C va = static_cast<C>(pa[0]);
-      parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) dst[i] = static_cast<O>(op(va, static_cast<C>(pb[i])));
-      });
+      fill_contiguous(dst, n, stream, [&](int64_t i) { return static_cast<O>(op(va, static_cast<C>(pb[i]))); });
       return;
     }
     if (sb && ca && da.size == out.size()) {
       C vb = static_cast<C>(pb[0]);
-      parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
-        for (int64_t i = s; i < e; ++i) dst[i] = static_cast<O>(op(static_cast<C>(pa[i]), vb));
-      });
+      fill_contiguous(dst, n, stream, [&](int64_t i) { return static_cast<O>(op(static_cast<C>(pa[i]), vb)); });
       return;
     }
   }
@@ -83,7 +98,13 @@ void binary_loop(const array& a, const array& b, array& out, Op op) {
       const T* x = pa + off[1];
       const T* y = pb + off[2];
       if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-        for (int64_t k = 0; k < cnt; ++k) o[k] = static_cast<O>(op(static_cast<C>(x[k]), static_cast<C>(y[k])));
+        if (stream) {
+          stream_fill(o, cnt, [&](int64_t k0, int64_t m, O* buf) {
+            for (int64_t k = 0; k < m; ++k) buf[k] = static_cast<O>(op(static_cast<C>(x[k0 + k]), static_cast<C>(y[k0 + k])));
+          });
+        } else {
+          for (int64_t k = 0; k < cnt; ++k) o[k] = static_cast<O>(op(static_cast<C>(x[k]), static_cast<C>(y[k])));
+        }
       } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
         C vy = static_cast<C>(y[0]);
         for (int64_t k = 0; k < cnt; ++k) o[k] = static_cast<O>(op(static_cast<C>(x[k]), vy));
@@ -96,6 +117,7 @@ void binary_loop(const array& a, const array& b, array& out, Op op) {
         }
       }
     });
+    if (stream) stream_fence();
   });
 }
 

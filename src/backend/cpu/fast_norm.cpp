@@ -22,6 +22,7 @@
 #include <cmath>
 
 #include "backend/cpu/avx512_target.h"  // GCC 12 warnings of the AVX-512 headers
+#include "backend/cpu/copy.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/fast_rows.h"
 #include "backend/cpu/threading.h"
@@ -34,10 +35,6 @@ namespace {
 constexpr int kLanes = 16;
 // Rows per task: enough work per thread start for narrow rows.
 constexpr int64_t kNormGrain = 1 << 15;
-// Outputs of at least this many bytes are written with streaming stores
-// (v512 store_out): past the last-level cache of the machines we run on,
-// the output goes to DRAM whatever the store.
-constexpr size_t kStreamBytes = size_t{32} << 20;
 
 template <typename T>
 __attribute__((always_inline)) inline float load_f(const T* p, int64_t i) {
@@ -361,7 +358,8 @@ void run_norm(const array& x, array& out, const char* op, F&& fn) {
   const int64_t rows = static_cast<int64_t>(x.size()) / d;
   const bool avx512 = cpu::cpu_target() >= cpu::CpuTarget::avx512;
   const bool bf16 = cpu::cpu_target() >= cpu::CpuTarget::avx512_bf16;
-  const bool stream = out.nbytes() >= kStreamBytes && out.dtype() == float32;
+  // float32 outputs past the last-level cache: streaming stores (v512 store_out).
+  const bool stream = out.dtype() == float32 && cpu::streaming_pays(x.nbytes() + out.nbytes());
   auto go = [&](auto tag) {
     using T = decltype(tag);
     const T* px = reinterpret_cast<const T*>(src.data);
