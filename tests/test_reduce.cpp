@@ -323,6 +323,22 @@ void check_reduce_op(const std::string& name) {
   }
 }
 
+// all / any of one long row split across the threads: the chunks' partial
+// results were a std::vector<bool>, whose bits two threads wrote in the same
+// byte, so all() of an all-true array came out false now and then. Many
+// rounds, since a race shows only in some of them.
+TEST(ReduceTest, AllAnyOfLongRowsAcrossThreads) {
+  array t = full({(1 << 18) + 3}, true);
+  array f = full({(1 << 18) + 3}, false);
+  array one = where(arange((1 << 18) + 3) == array(200000), array(true), f);
+  for (int round = 0; round < 200; ++round) {
+    ASSERT_TRUE(all(t).item<bool>()) << round;
+    ASSERT_FALSE(any(f).item<bool>()) << round;
+    ASSERT_TRUE(any(one).item<bool>()) << round;
+    ASSERT_FALSE(all(one == array(false)).item<bool>()) << round;
+  }
+}
+
 TEST(ReduceTest, Sum) { check_reduce_op("sum"); }
 TEST(ReduceTest, Mean) { check_reduce_op("mean"); }
 TEST(ReduceTest, Max) { check_reduce_op("max"); }

@@ -188,7 +188,11 @@ void row_reduce(const T* in, O* out, int64_t rows, int64_t len, Op op) {
   // Few long rows: split each row across the threads.
   int64_t chunks = std::min<int64_t>(threads * 4, std::max<int64_t>(1, len / kReduceGrain));
   int64_t chunk = (len + chunks - 1) / chunks;
-  std::vector<A> partial(chunks);
+  // Not std::vector<A>: for all / any (A = bool) that is a bit vector, and
+  // the threads writing neighbouring bits raced (a chunk's true lost to
+  // another's write of the same byte: all() of a true array came out false
+  // now and then on two cores).
+  std::unique_ptr<A[]> partial = filled<A>(chunks, op.init());
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = in + r * len;
     cpu::parallel_for(chunks, 1, [&](int64_t b, int64_t e) {
@@ -198,7 +202,7 @@ void row_reduce(const T* in, O* out, int64_t rows, int64_t len, Op op) {
       }
     });
     A acc = op.init();
-    for (auto v : partial) acc = op(acc, v);
+    for (int64_t c = 0; c < chunks; ++c) acc = op(acc, partial[c]);
     out[r] = static_cast<O>(acc);
   }
 }
