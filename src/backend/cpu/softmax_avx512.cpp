@@ -1,5 +1,6 @@
 // AVX-512 softmax rows (see softmax_avx512.h). Three passes per row: the max
-// (the only pass that reads DRAM; four rows at once), exp(x - max) into an
+// (the only pass that reads DRAM; four rows at once, prefetched into L2
+// during the previous group's arithmetic), exp(x - max) into an
 // L1/L2-resident scratch row while summing, and the scaled write-out. The row is read from
 // memory once and written once; the exp is the only real arithmetic, so it
 // is a short one (below) instead of simd_math.h's full-range exp.
@@ -78,7 +79,10 @@ KILN_AVX512 void four_row_max(const float* x, int64_t len, float* m) {
 // fresh accumulators, the blocks joined with Kahan's compensation, so a long
 // row's normalizer stays within a few ulps. (The terms are in [0, 1]: no
 // inf for the compensation to trip on.)
-KILN_AVX512 float exp_and_sum(const float* x, float m, int64_t len, float* e) {
+// pf: a row of the next group of four, asked into L2 one line per 16
+// elements as this row is worked on (nullptr: none), so that the next max
+// pass finds its rows there instead of waiting on DRAM with the core idle.
+KILN_AVX512 float exp_and_sum(const float* x, float m, int64_t len, float* e, const float* pf) {
   constexpr int64_t kBlock = 1024;
   const __m512 vm = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps(), comp = sum;
@@ -87,6 +91,10 @@ KILN_AVX512 float exp_and_sum(const float* x, float m, int64_t len, float* e) {
     const int64_t end = std::min(len, i + kBlock);
     __m512 s0 = _mm512_setzero_ps(), s1 = s0;
     for (; i + 32 <= end; i += 32) {
+      if (pf) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + i), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(pf + i + 16), _MM_HINT_T1);
+      }
       __m512 a = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
       __m512 b = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vm));
       _mm512_storeu_ps(e + i, a);
@@ -142,15 +150,16 @@ KILN_AVX512 void softmax_rows_avx512(const float* in, float* out, int64_t rows, 
   for (; len <= kFourRowsMaxLen && r + 4 <= rows; r += 4) {
     float m[4];
     four_row_max(in + r * len, len, m);
+    const bool more = r + 8 <= rows;
     for (int k = 0; k < 4; ++k) {
-      float s = exp_and_sum(in + (r + k) * len, m[k], len, scratch);
+      float s = exp_and_sum(in + (r + k) * len, m[k], len, scratch, more ? in + (r + 4 + k) * len : nullptr);
       scale_out(scratch, 1.0f / s, len, out + (r + k) * len, stream);
     }
   }
   for (; r < rows; ++r) {
     const float* x = in + r * len;
     float m = row_max(x, len);
-    float s = exp_and_sum(x, m, len, scratch);
+    float s = exp_and_sum(x, m, len, scratch, nullptr);
     scale_out(scratch, 1.0f / s, len, out + r * len, stream);
   }
   // Streaming stores are weakly ordered: make them visible before the
