@@ -32,6 +32,8 @@ struct BenchOptions {
 struct Ceilings {
   double copy_gbps = 0;     // STREAM copy, counting 2 x 8 bytes per element
   double triad_gbps = 0;    // STREAM triad, counting 3 x 8 bytes per element
+  double copy_nt_gbps = 0;  // the same two with streaming stores (CPU only; 0 with --quick)
+  double triad_nt_gbps = 0;
   double stream_array_bytes = 0;
   double fp32_gflops = 0;
   std::string fp32_isa;     // "avx512f" or "avx2"
@@ -42,9 +44,10 @@ struct Ceilings {
   int threads = 1;
   std::string gpu_name;     // --device gpu: the GPU; copy_gbps is then its device copy
   double tf32_gflops = 0;   // --device gpu: cuBLASLt tf32 rate
-  // The roofline's bandwidth: the better of copy and triad, so that a
-  // kernel streaming as well as STREAM scores 1.0 whichever shape it has.
-  double bandwidth_gbps() const { return std::max(copy_gbps, triad_gbps); }
+  // The roofline's bandwidth: the best of copy and triad, with normal and
+  // with streaming stores, so that a kernel streaming as well as STREAM
+  // scores 1.0 whichever shape and stores it has.
+  double bandwidth_gbps() const { return std::max({copy_gbps, triad_gbps, copy_nt_gbps, triad_nt_gbps}); }
   // Compute peak for a kernel whose multiplies run in `dtype`: the fastest
   // way this CPU has to multiply that dtype. A bf16 kernel may use AMX tiles,
   // AVX512-BF16 dot products or widen to fp32 FMAs (on some CPUs the

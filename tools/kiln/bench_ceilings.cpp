@@ -50,6 +50,7 @@ size_t stream_elements(bool quick) {
 
 struct StreamResult {
   double copy_gbps, triad_gbps, array_bytes;
+  double copy_nt_gbps = 0, triad_nt_gbps = 0;
 };
 
 // Best seconds of `trials` runs of fn, or more runs until `min_seconds` passed.
@@ -80,7 +81,7 @@ StreamResult measure_stream(int threads, bool quick) {
     pc[i] = 0.0;
   }
   const double scalar = 3.0;
-  double copy_bytes_per_s = 0, triad_bytes_per_s = 0;
+  double copy_bytes_per_s = 0, triad_bytes_per_s = 0, copy_nt = 0, triad_nt = 0;
   if (!quick) {
     // STREAM proper: all threads on one loop, timed together; the best trial
     // is the ceiling. DRAM bandwidth is shared, so it is only measured this way.
@@ -94,6 +95,32 @@ StreamResult measure_stream(int threads, bool quick) {
     }, 6, 0);
     copy_bytes_per_s = 2.0 * n * sizeof(double) / copy_s;
     triad_bytes_per_s = 3.0 * n * sizeof(double) / triad_s;
+    // The same loops with streaming (non-temporal) stores, which write a
+    // line without first reading it: Kiln's kernels use them for outputs
+    // larger than the last-level cache, and then beat the loops above
+    // (whose write-allocate reads STREAM does not count). The roofline
+    // takes the better of both, so no row can pass 1.0 that way.
+    const size_t n4 = n / 4;
+    const double copy_nt_s = best_seconds([&] {
+#pragma omp parallel num_threads(threads)
+      {
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < n4; ++i) _mm256_stream_pd(pc + 4 * i, _mm256_load_pd(pa + 4 * i));
+        _mm_sfence();
+      }
+    }, 6, 0);
+    const double triad_nt_s = best_seconds([&] {
+      const __m256d vs = _mm256_set1_pd(scalar);
+#pragma omp parallel num_threads(threads)
+      {
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < n4; ++i)
+          _mm256_stream_pd(pa + 4 * i, _mm256_fmadd_pd(vs, _mm256_load_pd(pc + 4 * i), _mm256_load_pd(pb + 4 * i)));
+        _mm_sfence();
+      }
+    }, 6, 0);
+    copy_nt = 2.0 * n4 * 4 * sizeof(double) / copy_nt_s;
+    triad_nt = 3.0 * n4 * 4 * sizeof(double) / triad_nt_s;
   } else {
     // --quick arrays sit in the caches, whose bandwidth grows with the cores,
     // so each thread times its own share with no barrier in between and the
@@ -119,7 +146,8 @@ StreamResult measure_stream(int threads, bool quick) {
   (void)sink;
   // STREAM's convention, also used for the drills: every array is counted
   // once, the write-allocate read of the destination is not.
-  return {copy_bytes_per_s / 1e9, triad_bytes_per_s / 1e9, static_cast<double>(n) * sizeof(double)};
+  return {copy_bytes_per_s / 1e9, triad_bytes_per_s / 1e9, static_cast<double>(n) * sizeof(double), copy_nt / 1e9,
+          triad_nt / 1e9};
 }
 
 // Sixteen independent accumulators cover the FMA latency (4 cycles) times
@@ -269,6 +297,8 @@ Ceilings measure_ceilings(int threads, bool quick) {
   StreamResult s = measure_stream(threads, quick);
   c.copy_gbps = s.copy_gbps;
   c.triad_gbps = s.triad_gbps;
+  c.copy_nt_gbps = s.copy_nt_gbps;
+  c.triad_nt_gbps = s.triad_nt_gbps;
   c.stream_array_bytes = s.array_bytes;
 
   __builtin_cpu_init();

@@ -34,9 +34,10 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 void print_ceilings(const Ceilings& c, bool quick) {
   std::printf("Ceilings of this machine (%d thread%s):\n", c.threads, c.threads == 1 ? "" : "s");
-  std::printf("  memory bandwidth  copy %.1f GB/s, triad %.1f GB/s (STREAM, %.0f MiB per array)"
-              " -> roofline bandwidth %.1f GB/s\n",
-              c.copy_gbps, c.triad_gbps, c.stream_array_bytes / (1 << 20), c.bandwidth_gbps());
+  std::printf("  memory bandwidth  copy %.1f GB/s, triad %.1f GB/s (STREAM, %.0f MiB per array)", c.copy_gbps,
+              c.triad_gbps, c.stream_array_bytes / (1 << 20));
+  if (c.copy_nt_gbps > 0) std::printf("; streaming stores copy %.1f, triad %.1f", c.copy_nt_gbps, c.triad_nt_gbps);
+  std::printf(" -> roofline bandwidth %.1f GB/s\n", c.bandwidth_gbps());
   std::printf("  fp32 peak         %.1f GFLOP/s (%s FMA loop in registers)\n", c.fp32_gflops, c.fp32_isa.c_str());
   if (c.bf16_gflops > 0)
     std::printf("  bf16 peak         %.1f GFLOP/s (%s dot products in registers)\n", c.bf16_gflops, c.bf16_isa.c_str());
@@ -80,6 +81,8 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
       {"threads", c.threads},
       {"copy_gbps", c.copy_gbps},
       {"triad_gbps", c.triad_gbps},
+      {"copy_nt_gbps", c.copy_nt_gbps},
+      {"triad_nt_gbps", c.triad_nt_gbps},
       {"bandwidth_gbps", c.bandwidth_gbps()},
       {"stream_array_bytes", c.stream_array_bytes},
       {"fp32_gflops", c.fp32_gflops},
