@@ -55,8 +55,6 @@ constexpr int kSB = 144;            // bytes per super-block (and row stride in 
 constexpr int kSlot = 16 * kSB;     // one chunk: 16 rows x 1 super-block
 constexpr int kPieces = kSlot / 16; // 16-byte copies per chunk (144)
 
-// Lets kernel take kSmemCap bytes of dynamic shared memory; false (the
-// error cleared, the caller takes another kernel) on a GPU that has less.
 // Copies the slice [k0, k0 + len) of rows 0..M-1 of x (row stride K) to
 // dst (rows len apart) with cp.async, 16 bytes a copy (8 where x is only
 // 8-byte aligned: k0, K and len are multiples of 8 elements).
@@ -76,6 +74,25 @@ __device__ __forceinline__ void copy_x_raw(const T* __restrict__ x, int K, int M
   }
 }
 
+// x's slice [k0, k0 + len) into xs as it is (the bytes it takes once
+// rearranged), then the first NS - 1 chunks of w (issue(c)); returns with x
+// in shared memory and the chunks in flight.
+template <int NS, typename T, typename Issue>
+__device__ __forceinline__ void start_x_then_w(const T* __restrict__ x, int K, int M, int k0, int len, T* xs, bool x16,
+                                               int chunks, Issue&& issue) {
+  copy_x_raw(x, K, M, k0, len, xs, x16);
+  cp_async_commit();
+#pragma unroll
+  for (int c = 0; c < NS - 1; ++c) {
+    if (c < chunks) issue(c);
+    cp_async_commit();
+  }
+  cp_async_wait<NS - 1>();  // x's group
+  __syncwarp();
+}
+
+// Lets kernel take kSmemCap bytes of dynamic shared memory; false (the
+// error cleared, the caller takes another kernel) on a GPU that has less.
 template <typename Kernel>
 bool allow_smem_cap(Kernel kernel) {
   if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemCap) == cudaSuccess) return true;
@@ -86,12 +103,6 @@ bool allow_smem_cap(Kernel kernel) {
 // Words of shared memory per warp for nsb super-blocks per row, MR rows of
 // x and NS ring slots.
 constexpr int warp_words(int nsb, int MR, int NS) { return NS * kSlot / 4 + 16 * 8 * 2 + MR * (nsb * 32 * 4 + nsb * 8); }
-
-// Waits until at most N groups of cp.async are in flight.
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
 
 // The 16 x MR tile of y (rows row0.., x rows 0..M-1) from the warps' sums:
 // lane (gid, tq) holds acc[h][e] for w row gid + 8 h and x row 2 tq + e
@@ -157,16 +168,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     for (int i = 0; i < PL; ++i)
       if (lane + 32 * i < kPieces) cp_async16(slot + dst[i], src[i] + static_cast<size_t>(c) * kSB);
   };
-  // x's slice as it is into xs (the same bytes it takes rearranged), then w.
-  copy_x_raw(x, K, M, sb0 * 256, nsb * 256, reinterpret_cast<T*>(xs), x16);
-  cp_async_commit();
-#pragma unroll
-  for (int c = 0; c < NS - 1; ++c) {
-    if (c < nsb) issue(c);
-    cp_async_commit();
-  }
-  cp_async_wait<NS - 1>();  // x's group
-  __syncwarp();
+  start_x_then_w<NS>(x, K, M, sb0 * 256, nsb * 256, reinterpret_cast<T*>(xs), x16, nsb, issue);
 
   // x: item (j, c, s, tq) = lane tq's fragments for slice s of sub-blocks 2c
   // (lo) and 2c + 1 (hi) of super-block j: weights l .. l + 3, l = 16 s + 4 tq,
@@ -320,16 +322,7 @@ __global__ void __launch_bounds__(WARPS * 32, MINB)
     for (int i = 0; i < PL; ++i)
       if (lane + 32 * i < S::PIECES) cp_async16(slot + dst[i], src[i] + static_cast<size_t>(c) * S::RS);
   };
-  // x's slice as it is into xs (the same bytes it takes rearranged), then w.
-  copy_x_raw(x, K, M, b0 * 32, nblk * 32, reinterpret_cast<T*>(xs), x16);
-  cp_async_commit();
-#pragma unroll
-  for (int c = 0; c < NS - 1; ++c) {
-    if (c < nch) issue(c);
-    cp_async_commit();
-  }
-  cp_async_wait<NS - 1>();  // x's group
-  __syncwarp();
+  start_x_then_w<NS>(x, K, M, b0 * 32, nblk * 32, reinterpret_cast<T*>(xs), x16, nch, issue);
 
   // x: item (block, tq). Q4_0: weights 4 tq .. + 3 (lo) and 16 + 4 tq .. (hi);
   // Q8_0: weights 4 tq .. + 3 (slice 0) and 16 + 4 tq .. (slice 1); each

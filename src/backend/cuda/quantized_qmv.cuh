@@ -55,7 +55,12 @@ __device__ __forceinline__ void cp_async_ca(void* s, const void* g) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(a), "l"(g), "n"(B));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-__device__ __forceinline__ void cp_async_wait_one() { asm volatile("cp.async.wait_group 1;"); }
+// Waits until at most N groups of cp.async are in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+__device__ __forceinline__ void cp_async_wait_one() { cp_async_wait<1>(); }
 
 // (a & 0x000F000F) | c in one LOP3 (0xEA = (A & B) | C).
 __device__ __forceinline__ uint32_t and_or(uint32_t a, uint32_t c) {
