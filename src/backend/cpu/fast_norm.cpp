@@ -25,6 +25,7 @@
 #include "backend/cpu/copy.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/fast_rows.h"
+#include "backend/cpu/stream_store.h"
 #include "backend/cpu/threading.h"
 #include "core/primitives_fast_norm.h"
 
@@ -324,7 +325,7 @@ KILN_V512 void rms_rows(const T* x, const T* w, T* y, int64_t rows, int64_t d, f
     row_sums<false, 1>(x + r * d, d, s1, s2);
     rms_write<T, kNe, kNt>(x + r * d, w, y + r * d, d, s2[0], eps, nullptr);
   }
-  if constexpr (kNt) _mm_sfence();  // the streamed stores ordered before the task ends
+  if constexpr (kNt) cpu::stream_fence();
 }
 
 template <typename T, bool kNe, bool kNt>
@@ -342,7 +343,7 @@ KILN_V512 void layer_rows(const T* x, const T* w, const T* b, T* y, int64_t rows
     row_sums<true, 1>(x + r * d, d, s1, s2);
     layer_write<T, kNe, kNt>(x + r * d, w, b, y + r * d, d, s1[0], s2[0], eps, nullptr);
   }
-  if constexpr (kNt) _mm_sfence();
+  if constexpr (kNt) cpu::stream_fence();
 }
 
 }  // namespace v512
@@ -361,6 +362,14 @@ void layer_rows_avx2(const T* x, const T* w, const T* b, T* y, int64_t rows, int
 template <typename T>
 const T* affine_ptr(const array& a) {
   return a.ndim() == 0 ? nullptr : reinterpret_cast<const T*>(detail::data_ptr(a));
+}
+
+// Calls f(kNe, kNt) with the write passes' two flags (vcvtneps2bf16 where
+// the CPU has it; streaming stores) as compile-time constants.
+template <typename F>
+void with_write_flags(bool ne, bool nt, F&& f) {
+  if (ne) nt ? f(std::true_type{}, std::true_type{}) : f(std::true_type{}, std::false_type{});
+  else nt ? f(std::false_type{}, std::true_type{}) : f(std::false_type{}, std::false_type{});
 }
 
 // Allocates out (in place over x where x may be overwritten) and runs
@@ -400,11 +409,8 @@ void RMSNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
                                            int64_t rows, int64_t d) {
     using T = decltype(tag);
     const T* pw = affine_ptr<T>(w);
-    if (bf16 && stream) v512::rms_rows<T, true, true>(x, pw, y, rows, d, eps_);
-    else if (bf16) v512::rms_rows<T, true, false>(x, pw, y, rows, d, eps_);
-    else if (avx512 && stream) v512::rms_rows<T, false, true>(x, pw, y, rows, d, eps_);
-    else if (avx512) v512::rms_rows<T, false, false>(x, pw, y, rows, d, eps_);
-    else rms_rows_avx2<T>(x, pw, y, rows, d, eps_);
+    if (!avx512) return rms_rows_avx2<T>(x, pw, y, rows, d, eps_);
+    with_write_flags(bf16, stream, [&](auto ne, auto nt) { v512::rms_rows<T, ne, nt>(x, pw, y, rows, d, eps_); });
   });
 }
 
@@ -443,11 +449,8 @@ void LayerNorm::eval_cpu(const std::vector<array>& inputs, array& out) {
     using T = decltype(tag);
     const T* pw = affine_ptr<T>(w);
     const T* pb = affine_ptr<T>(b);
-    if (bf16 && stream) v512::layer_rows<T, true, true>(x, pw, pb, y, rows, d, eps_);
-    else if (bf16) v512::layer_rows<T, true, false>(x, pw, pb, y, rows, d, eps_);
-    else if (avx512 && stream) v512::layer_rows<T, false, true>(x, pw, pb, y, rows, d, eps_);
-    else if (avx512) v512::layer_rows<T, false, false>(x, pw, pb, y, rows, d, eps_);
-    else layer_rows_avx2<T>(x, pw, pb, y, rows, d, eps_);
+    if (!avx512) return layer_rows_avx2<T>(x, pw, pb, y, rows, d, eps_);
+    with_write_flags(bf16, stream, [&](auto ne, auto nt) { v512::layer_rows<T, ne, nt>(x, pw, pb, y, rows, d, eps_); });
   });
 }
 

@@ -58,6 +58,7 @@ const KernelSpec& bf16_to_f32_avx2_spec();
 const KernelSpec& bf16_dot_avx512_spec();  // bf16 sources, vdpbf16ps 14x32 kernel
 const KernelSpec& f32_avx512_small_m_spec();      // the 8x48 tiles of both, for small M
 const KernelSpec& bf16_dot_avx512_small_m_spec();
+const KernelSpec& bf16_amx_spec();         // bf16 sources, AMX tiles, 32x32 (gemm_bf16_amx.cpp)
 
 // Whether M rows go faster in 8-row tiles than in 14-row ones: when the
 // 14-row tiles pad M by far more (M = 16: 28 rows computed against 16).
@@ -70,7 +71,6 @@ inline bool prefer_small_m_tile(int64_t M) {
   const int64_t rows8 = (M + 7) / 8 * 8, rows14 = (M + 13) / 14 * 14;
   return rows8 * 115 < rows14 * 100;
 }
-const KernelSpec& bf16_amx_spec();         // bf16 sources, AMX tiles, 32x32 (gemm_bf16_amx.cpp)
 
 // Small-M path (AVX-512 only): streams B exactly once, split over N across
 // threads. Returns false if the shape/layout is not one it handles (caller
