@@ -105,6 +105,31 @@ TEST(QuantBlocksInt8, MatchesRoundedProduct) {
   }
 }
 
+// The Q4_0 and Q4_K kernels of quant_blocks_qmv_lanes.cpp with the high
+// nibbles through GFNI and through a shift (where the CPU has GFNI, both).
+// Q4_0 takes three blocks per load: block counts of every residue mod 3 (1,
+// 2, 3, 25, 9, 130), so the masked last group holds one, two or three
+// blocks; N odd, so the two-row pass at M = 1 leaves a row over.
+TEST(QuantBlocksInt8, LaneKernelsEveryTail) {
+  XModeScope int8(true);
+  for (int gfni : {1, 0}) {
+    cpu::set_lanes_gfni_override(gfni);
+    for (const std::string mode : {"q4_0", "q4_k"}) {
+      for (int k : mode == "q4_0" ? std::vector<int>{32, 64, 96, 800, 288, 4160} : std::vector<int>{256, 768, 2304}) {
+        array w = random_blocks(mode, 23, k);
+        for (int m : {1, 2, 5, 8}) {
+          SCOPED_TRACE(mode + " gfni " + std::to_string(gfni) + " K=" + std::to_string(k) + " M=" + std::to_string(m));
+          array x = astype(spread_x(m, k), float32);
+          std::vector<double> xd = test::to_double(x), xr = test::round_x8(xd);
+          array y = qmm(x, w, mode);
+          EXPECT_TRUE(close(y, test::block_product(xd, k, w, mode, true), xr, k, w, mode, 2e-6 * std::sqrt(k)));
+        }
+      }
+    }
+  }
+  cpu::set_lanes_gfni_override(-1);
+}
+
 // Against the unrounded product: the difference stays within the bound the
 // rounding allows (and the bound is not vacuous: the largest error is a
 // sizeable part of it, and above float32's accumulation error).

@@ -31,6 +31,10 @@ void block_qmv_bf16(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
 // take the QMV kernels 8 rows of x at a time.
 void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);
 
+// Test hook: 0 keeps the Q4_0 / Q4_K kernels' GFNI high-nibble extraction
+// off (a shift and a mask instead), -1 clears it.
+void set_lanes_gfni_override(int on);
+
 // Whether block-format quantized_matmul rounds float32 / float16 / bfloat16
 // x to 8 bits (the default; float64 x never is): KILN_BLOCK_X=float (read
 // once) keeps x as it is, and so does set_block_x_int8_override(0) (a test

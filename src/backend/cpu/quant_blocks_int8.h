@@ -55,6 +55,24 @@ inline Q8View view(const Q8Rows& r, int64_t m0, int64_t K) {
           r.d32.data() + o, r.o16.data() + o, r.o32.data() + o, r.ss,             K};
 }
 
+// x's codes laid out where the weights' nibbles sit, for the formats whose
+// QMV kernels read x that way (quant_blocks_qmv_lanes.cpp: Q4_0, Q4_K):
+// per row of x, Q4_0 192 bytes per three blocks (the codes that meet the
+// low nibbles, those that meet the high ones, 16 int16 seeds, the three d),
+// Q4_K its 256 codes per super-block reordered.
+struct XLanes {
+  int64_t rs = 0;  // bytes per row
+  std::vector<uint8_t> buf;
+  uint8_t* p = nullptr;  // 64-byte aligned in buf
+};
+bool lanes_format(BlockFormat f);
+// From x rounded by quantize_rows (any offset). AVX-512 VNNI only.
+void lay_lanes(BlockFormat f, const Q8Rows& r, int64_t M, int64_t K, XLanes& L);
+// y[m0 .. m0 + M) [n0, n1) of the product (M <= 8), x laid out by lay_lanes
+// (and, for Q4_K, its scales and sums in r).
+void qmv_lanes(BlockFormat f, const XLanes& L, const Q8Rows& r, int64_t m0, int M, const uint8_t* w, int64_t N,
+               int64_t K, float* y, int64_t n0, int64_t n1);
+
 // y [M, N] = x w^T for x rounded with off = 128 (quantize_rows), through
 // the packed 8-bit GEMM (quant_blocks_qmm_int8.cpp). AVX-512 VNNI only.
 void block_qmm_int8(BlockFormat f, const Q8Rows& x, int64_t M, const uint8_t* w, int64_t N, int64_t K, float* y);

@@ -17,15 +17,17 @@
 // of x: convert, multiply the per-lane weight scale a by x's d, FMA.
 // - Unsigned codes stay unsigned (u = q_w + off, w = a (u - off) + b): the
 //   offset's share, -off * (sum of x's codes under one weight scale), is
-//   precomputed per call and enters as vpdpbusd's accumulator input (Q4_0
-//   off 8, Q6_K 32, Q4_K 0). Signed codes (Q8_0, the scalar-decoded
-//   formats) go as |c| against x's codes with c's sign. Sub-block offsets
-//   b (Q4_K's mins) multiply d * sum q per sub-block, also precomputed: one
-//   8- or 16-wide FMA per super-block.
+//   precomputed per call and enters as vpdpbusd's accumulator input (Q6_K
+//   off 32). Signed codes (Q8_0, the scalar-decoded formats) go as |c|
+//   against x's codes with c's sign. Sub-block offsets b multiply d * sum q
+//   per sub-block, also precomputed: one 8- or 16-wide FMA per super-block.
 // - Per-format decoders (V256 / V32) bring 64 weights to one zmm of u8
-//   codes with two to six instructions; the formats without one (Q4_1,
+//   codes; Q8_0 and Q6_K have their own, the formats without one (Q4_1,
 //   Q5_0, Q5_1, Q2_K, Q3_K, Q5_K) take the scalar decoder of
 //   quant_blocks_dec.h, correct and slower.
+// - Q4_0 and Q4_K, the 4-bit formats models ship in, go the other way
+//   round: x is laid out where the weights' nibbles sit and the weights are
+//   only masked and shifted (quant_blocks_qmv_lanes.cpp; AVX-512 only).
 // - AVX2 (no VNNI, or KILN_CPU_TARGET=avx2): 32 weights per step through
 //   vpmaddubsw on |q_w| and x's codes with q_w's sign (exact: |products
 //   pair| <= 2 * 128 * 127 < 2^15), then vpmaddwd: the same lanes of 4.
@@ -40,9 +42,9 @@
 // of per-16 and per-32 scales and sums) stay in L1/L2, and what the kernels
 // read of x per weight is kept small (Q8Rows).
 // Measured on a 2-core Zen 5 (docs/performance.md, session 17): one core
-// runs 30-35 G weights/s of every format from L3 (Q4_0 16.5 GB/s, Q4_K
-// 19.5, Q6_K 27, Q8_0 32), the float kernels 8-22 GB/s; two cores stream
-// Q4_K, Q6_K and Q8_0 at DRAM bandwidth, Q4_0 at ~0.8 of it.
+// runs 30-35 G weights/s of every format from L3 (Q6_K 27 GB/s, Q8_0 32),
+// the float kernels 8-22 GB/s; two cores stream Q6_K and Q8_0 at DRAM
+// bandwidth.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -126,32 +128,6 @@ struct V256 {  // through the scalar decoder: signed codes + 128
 };
 
 template <>
-struct V256<BlockFormat::q4_k> {
-  static constexpr int kBytes = 144, kOff = 0;
-  static constexpr bool kSigned = false;
-  static constexpr bool kSub16 = false;
-  // quant_blocks_params.h's q4_k, kept in registers.
-  static KILN_VNNI KILN_QINLINE void scales(const uint8_t* blk, __m512& a, __m512& b) {
-    const uint32_t w0 = qb::load_u32(blk + 4), w1 = qb::load_u32(blk + 8), w2 = qb::load_u32(blk + 12);
-    const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4);
-    const uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4);
-    const __m128i sm = _mm_setr_epi32(static_cast<int>(w0 & 0x3F3F3F3Fu), static_cast<int>(sc_hi),
-                                      static_cast<int>(w1 & 0x3F3F3F3Fu), static_cast<int>(m_hi));
-    // Lanes 0-7 the scales, 8-15 the mins, times d and -dmin.
-    const __m512 v = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sm));
-    const __m512 dd = _mm512_insertf32x8(_mm512_set1_ps(qparams::half_at(blk)), _mm256_set1_ps(-qparams::half_at(blk + 2)), 1);
-    const __m512 ab = _mm512_mul_ps(v, dd);
-    a = ab;  // only lanes 0-7 are read
-    b = _mm512_zextps256_ps512(_mm512_extractf32x8_ps(ab, 1));
-  }
-  // 32 bytes per pair: chunk 2g the low nibbles, 2g + 1 the high ones.
-  static KILN_VNNI KILN_QINLINE __m512i pair(const uint8_t* blk, int g) {
-    const __m512i v = _mm512_broadcast_i64x4(qdec::load32(blk + 16 + 32 * g));
-    return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4)), _mm512_set1_epi8(0x0F));
-  }
-};
-
-template <>
 struct V256<BlockFormat::q6_k> {
   static constexpr int kBytes = 210, kOff = 32;
   static constexpr bool kSigned = false;
@@ -175,28 +151,24 @@ struct V256<BlockFormat::q6_k> {
 };
 
 // Row m's 16 lane sums of the weights' codes u times x's codes from k on.
-// Unsigned codes (w = a (u - off) + b) start from the offset's share,
-// -off * sum q, in the first lane of each group of lanes that share a scale
-// (lanes 0, 4, 8, 12 where 16 weights do, else 0 and 8; a 4- or 8-byte load
-// and a masked permute: per-lane seeds cost a 64-byte load, and x's bytes
-// per weight are what Q4_0 at large K runs out of). The offset stays small
-// next to the lanes' own sums (off 8 or 32 against codes up to 15 or 63),
-// so float32's cancellation in the lane sum costs nothing measurable.
-// Signed codes (Q8_0, and the scalar-decoded formats) go as |c| times x's
-// codes negated where c < 0 (vpdpbusd is u8 x s8), with no offset.
-// The accumulator vpdpbusd starts from for unsigned codes: the offset's
-// share of row m's weights k .. k + 63 (zero where kOff is).
+// Unsigned codes (w = a (u - off) + b; Q6_K's off 32) start from the
+// offset's share, -off * sum q, in the first lane of each group of four
+// lanes that share a 16-weight scale (a 16-byte load and a masked permute:
+// per-lane seeds cost a 64-byte load, and x's bytes per weight add to the
+// weights' own). The offset stays small next to the lanes' own sums (32
+// against codes up to 63), so float32's cancellation in the lane sum costs
+// nothing measurable. Signed codes (Q8_0, and the scalar-decoded formats)
+// go as |c| times x's codes negated where c < 0 (vpdpbusd is u8 x s8), with
+// no offset. (Q4_0 and Q4_K have their own kernels:
+// quant_blocks_qmv_lanes.cpp.)
 template <int kOff, bool kSub16>
 KILN_VNNI KILN_QINLINE __m512i offset_seeds(const Q8View& x, int m, int64_t k) {
   if constexpr (kOff == 0) {
     return _mm512_setzero_si512();
-  } else if constexpr (kSub16) {
+  } else {
+    static_assert(kSub16, "offsets come with 16-weight sub-blocks (Q6_K)");
     const __m128i o = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.o16(m, k)));
     return _mm512_maskz_permutexvar_epi32(0x1111, _mm512_setr_epi32(0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0),
-                                          _mm512_castsi128_si512(o));
-  } else {
-    const __m128i o = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x.o32(m, k)));
-    return _mm512_maskz_permutexvar_epi32(0x0101, _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0),
                                           _mm512_castsi128_si512(o));
   }
 }
@@ -311,51 +283,18 @@ struct V32<BlockFormat::q8_0> {
   }
 };
 
-template <>
-struct V32<BlockFormat::q4_0> {
-  static constexpr int kBytes = 18, kOff = 8;
-  static constexpr bool kSigned = false;
-  // Two blocks are 36 bytes, 18 words: d at word 0 and 9, codes at words
-  // 1-8 and 10-17 (byte j holds weight j in its low nibble, j + 16 in its
-  // high one). One masked load and two word permutes give both the codes
-  // (128-bit lanes a, a, b, b, the odd ones shifted by 4) and the scales:
-  // 6 instructions, where separate loads, inserts and broadcasts take 11.
-  // Bytes past the two blocks are never used: a plain load where 64 bytes
-  // are inside w, a masked one at its end or for a lone last block.
-  static KILN_VNNI KILN_QINLINE __m512i load(const uint8_t* a, bool both, const uint8_t* end) {
-    if (both && a + 64 <= end) return _mm512_loadu_si512(a);
-    return _mm512_maskz_loadu_epi8(both ? (__mmask64{1} << 36) - 1 : (__mmask64{1} << 18) - 1, a);
-  }
-  static KILN_VNNI KILN_QINLINE __m512i codes(__m512i raw) {
-    alignas(64) static constexpr uint16_t kIdx[32] = {1,  2,  3,  4,  5,  6,  7,  8,  1,  2,  3,  4,  5,  6,  7,  8,
-                                                      10, 11, 12, 13, 14, 15, 16, 17, 10, 11, 12, 13, 14, 15, 16, 17};
-    const __m512i v = _mm512_permutexvar_epi16(_mm512_load_si512(kIdx), raw);
-    return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)), _mm512_set1_epi8(0x0F));
-  }
-  static KILN_VNNI KILN_QINLINE __m512 scales(__m512i raw) {
-    alignas(64) static constexpr uint16_t kIdx[32] = {0, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9, 9, 9, 9, 9, 9};
-    return _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_load_si512(kIdx), raw)));
-  }
-};
-
 // Blocks b0 and b1 (b1 = b0 for the last block of an odd count: x's padding
 // makes its half zero).
 template <BlockFormat F, int M>
-KILN_VNNI KILN_QINLINE void step_vnni_32(const uint8_t* row, const uint8_t* end, const Q8View& x, int64_t b0, int64_t b1,
+KILN_VNNI KILN_QINLINE void step_vnni_32(const uint8_t* row, const Q8View& x, int64_t b0, int64_t b1,
                                          __m512 (&acc)[M], float (&bias)[M]) {
   using D = V32<F>;
   const uint8_t *ba = row + b0 * D::kBytes, *bb = row + b1 * D::kBytes;
   float bias_a = 0.f, bias_b = 0.f;
   __m512 sa;
   __m512i u;
-  if constexpr (F == BlockFormat::q4_0) {  // b1 is b0 + 1 or b0 itself
-    const __m512i raw = D::load(ba, b1 != b0, end);
-    sa = D::scales(raw);
-    u = D::codes(raw);
-  } else {
-    sa = D::scales(ba, bb, bias_a, bias_b);
-    u = D::pair(ba, bb);
-  }
+  sa = D::scales(ba, bb, bias_a, bias_b);
+  u = D::pair(ba, bb);
   const int64_t k = 32 * b0;
 #pragma GCC unroll 8
   for (int m = 0; m < M; ++m) {
@@ -372,7 +311,6 @@ template <BlockFormat F, int M>
 KILN_VNNI void qmv_vnni_32(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
   constexpr int A = M == 1 ? 2 : 1;
   const int64_t nb = x.K / 32, row_bytes = nb * V32<F>::kBytes;
-  const uint8_t* end = w + N * row_bytes;
   for (int64_t n = n0; n < n1; ++n) {
     const uint8_t* row = w + n * row_bytes;
     __m512 acc[A][M];
@@ -384,58 +322,16 @@ KILN_VNNI void qmv_vnni_32(const Q8View& x, const uint8_t* w, int64_t n0, int64_
     int64_t b = 0;
     for (; b + 2 * A <= nb; b += 2 * A) {
 #pragma GCC unroll 2
-      for (int u = 0; u < A; ++u) step_vnni_32<F, M>(row, end, x, b + 2 * u, b + 2 * u + 1, acc[u], bias);
+      for (int u = 0; u < A; ++u) step_vnni_32<F, M>(row, x, b + 2 * u, b + 2 * u + 1, acc[u], bias);
     }
-    for (; b + 2 <= nb; b += 2) step_vnni_32<F, M>(row, end, x, b, b + 1, acc[0], bias);
-    if (b < nb) step_vnni_32<F, M>(row, end, x, b, b, acc[0], bias);
+    for (; b + 2 <= nb; b += 2) step_vnni_32<F, M>(row, x, b, b + 1, acc[0], bias);
+    if (b < nb) step_vnni_32<F, M>(row, x, b, b, acc[0], bias);
     for (int m = 0; m < M; ++m) {
       __m512 s = acc[0][m];
       if (A == 2) s = _mm512_add_ps(s, acc[A - 1][m]);
       y[m * N + n] = _mm512_reduce_add_ps(s) + bias[m];
     }
   }
-}
-
-// Q4_0 at M = 1: R rows of w per pass (R = 2). Of the ~15 instructions a row
-// spends per 64 weights, 5 are x's (its codes, the offset's seeds, its
-// scales) and the same for every row, and at two cores Q4_0 is bound by
-// instructions: shared by two rows they cost half. The two rows are n and
-// n + h, half the thread's range apart, so that each is a long sequential
-// stream; adjacent rows (two 2.3 KB streams restarting at every pair) ran
-// 2.4 times slower, the loads missing (perf). One accumulator per row, as
-// the M > 1 kernels sum. Measured (docs/performance.md, session 18):
-// qmv_q4_0 1.39-1.42 -> 1.13-1.24 ms, 1B Q4_0 decode 27-28 -> 32.6-32.9 t/s.
-// R = 4 and 8 (rows a quarter / an eighth of the range apart) measured the
-// same as 2 (session 19: best of 6 runs 978 / 969 against 993 us): at two
-// rows the kernel already waits on DRAM.
-template <int R>
-KILN_VNNI void qmv_vnni_q4_0_rows(const Q8View& x, const uint8_t* w, int64_t n0, int64_t n1, float* y, int64_t N) {
-  using D = V32<BlockFormat::q4_0>;
-  const int64_t nb = x.K / 32, row_bytes = nb * D::kBytes;
-  const uint8_t* end = w + N * row_bytes;
-  const int64_t h = (n1 - n0) / R;
-  for (int64_t n = n0; n < n0 + h; ++n) {
-    const uint8_t* r[R];
-    __m512 a[R];
-#pragma GCC unroll 8
-    for (int j = 0; j < R; ++j) r[j] = w + (n + j * h) * row_bytes, a[j] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b += 2) {
-      const bool both = b + 1 < nb;  // else a lone last block: x's padding makes its half zero
-      const int64_t k = 32 * b;
-      const __m512i qx = _mm512_loadu_si512(x.q(0, k));
-      const __m512i seed = offset_seeds<D::kOff, false>(x, 0, k);
-      const __m512 dx = two_halves(x.d32(0, k));
-#pragma GCC unroll 8
-      for (int j = 0; j < R; ++j) {
-        const __m512i raw = D::load(r[j] + b * D::kBytes, both, end);
-        const __m512i t = _mm512_dpbusd_epi32(seed, D::codes(raw), qx);
-        a[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(D::scales(raw), dx), a[j]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < R; ++j) y[n + j * h] = _mm512_reduce_add_ps(a[j]);
-  }
-  if (n0 + R * h < n1) qmv_vnni_32<BlockFormat::q4_0, 1>(x, w, n0 + R * h, n1, y, N);
 }
 
 // ---- AVX2: 32 weights per step, vpmaddubsw + vpmaddwd ----
@@ -504,10 +400,10 @@ using Kernel = void (*)(const Q8View&, const uint8_t*, int64_t, int64_t, float*,
 template <BlockFormat F, int M>
 Kernel kernel(bool vnni) {
   if (!vnni) return qmv_avx2_i8<F, M>;
-  if constexpr (block_layout(F).block == 256) {
+  if constexpr (F == BlockFormat::q4_0 || F == BlockFormat::q4_k) {
+    return nullptr;  // quant_blocks_qmv_lanes.cpp (lanes_format)
+  } else if constexpr (block_layout(F).block == 256) {
     return qmv_vnni_256<F, M>;
-  } else if constexpr (F == BlockFormat::q4_0 && M == 1) {
-    return qmv_vnni_q4_0_rows<2>;
   } else {
     return qmv_vnni_32<F, M>;
   }
@@ -534,9 +430,7 @@ Kernel pick(BlockFormat f, int M, bool vnni) {
 // The AVX-512 decoders' code offset (the seeds' factor).
 int vnni_offset(BlockFormat f) {
   switch (f) {
-    case BlockFormat::q4_0: return V32<BlockFormat::q4_0>::kOff;
     case BlockFormat::q8_0: return V32<BlockFormat::q8_0>::kOff;
-    case BlockFormat::q4_k: return V256<BlockFormat::q4_k>::kOff;
     case BlockFormat::q6_k: return V256<BlockFormat::q6_k>::kOff;
     default: return 0;
   }
@@ -577,6 +471,16 @@ void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
   const int64_t row_bytes = K / block_layout(f).block * block_layout(f).bytes;
   // ~64 KB of weights per task at the least.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(row_bytes, 1));
+  if (vnni && lanes_format(f)) {  // Q4_0, Q4_K: x laid out where the nibbles sit
+    XLanes L;
+    lay_lanes(f, r, M, K, L);
+    for (int64_t m0 = 0; m0 < M; m0 += 8) {
+      const int mr = static_cast<int>(std::min<int64_t>(8, M - m0));
+      float* ym = y + m0 * N;
+      parallel_for_balanced(N, grain, [&](int64_t n0, int64_t n1) { qmv_lanes(f, L, r, m0, mr, w, N, K, ym, n0, n1); });
+    }
+    return;
+  }
   for (int64_t m0 = 0; m0 < M; m0 += 8) {
     const int mr = static_cast<int>(std::min<int64_t>(8, M - m0));
     const Kernel k = pick(f, mr, vnni);
