@@ -181,6 +181,11 @@ TEST(Attention, HeadDimsAndOddShapes) {
   check({1, 3, 1, 1, 17, 5, 7, float32, MaskKind::kNone});
   check({1, 3, 3, 9, 17, 33, 12, float32, MaskKind::kCausal});
   check({2, 6, 3, 2, 1, 40, 24, bfloat16, MaskKind::kBool});
+  // Decode tiles of 8, 7 and 3 rows (bf16 keys: 2, 2 and 5 keys per
+  // 16-lane reduction, the last step of a block partly empty).
+  check({1, 8, 1, 1, 300, 128, 128, bfloat16, MaskKind::kNone});
+  check({1, 7, 1, 1, 77, 64, 64, bfloat16, MaskKind::kBool});
+  check({1, 6, 2, 1, 45, 96, 96, bfloat16, MaskKind::kCausal});
   // KV lengths 1, 17, 1000 (split over threads and merged), long queries.
   for (int lk : {1, 17, 1000}) check({1, 32, 8, 1, lk, 128, 128, bfloat16, MaskKind::kNone});
   check({1, 4, 1, 200, 1000, 64, 64, float32, MaskKind::kCausal});
