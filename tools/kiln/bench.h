@@ -34,6 +34,7 @@ struct Ceilings {
   double triad_gbps = 0;    // STREAM triad, counting 3 x 8 bytes per element
   double copy_nt_gbps = 0;  // the same two with streaming stores (CPU only; 0 with --quick)
   double triad_nt_gbps = 0;
+  double read_gbps = 0;     // reading alone (a sum, four streams per thread; CPU only; 0 with --quick)
   double stream_array_bytes = 0;
   double fp32_gflops = 0;
   std::string fp32_isa;     // "avx512f" or "avx2"

@@ -51,6 +51,7 @@ size_t stream_elements(bool quick) {
 struct StreamResult {
   double copy_gbps, triad_gbps, array_bytes;
   double copy_nt_gbps = 0, triad_nt_gbps = 0;
+  double read_gbps = 0;
 };
 
 // Best seconds of `trials` runs of fn, or more runs until `min_seconds` passed.
@@ -81,7 +82,7 @@ StreamResult measure_stream(int threads, bool quick) {
     pc[i] = 0.0;
   }
   const double scalar = 3.0;
-  double copy_bytes_per_s = 0, triad_bytes_per_s = 0, copy_nt = 0, triad_nt = 0;
+  double copy_bytes_per_s = 0, triad_bytes_per_s = 0, copy_nt = 0, triad_nt = 0, read = 0;
   if (!quick) {
     // STREAM proper: all threads on one loop, timed together; the best trial
     // is the ceiling. DRAM bandwidth is shared, so it is only measured this way.
@@ -121,6 +122,39 @@ StreamResult measure_stream(int threads, bool quick) {
     }, 6, 0);
     copy_nt = 2.0 * n4 * 4 * sizeof(double) / copy_nt_s;
     triad_nt = 3.0 * n4 * 4 * sizeof(double) / triad_nt_s;
+    // Reading alone (a sum over one array, each thread's share as four
+    // sequential streams): the ceiling of kernels that read weights or a
+    // KV cache and write little (QMV, GEMV, decode attention). It is not
+    // the roofline's bandwidth: a core's reads are bounded by the misses it
+    // can keep in flight, so on some machines reading alone runs well below
+    // the copies above, whose stores drain separately (2-vCPU Zen 4 VM:
+    // read 33-56 GB/s against streaming copy 77-80).
+    double sums = 0, read_bytes = 0;
+    const double read_s = best_seconds([&] {
+      double total = 0, bytes = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : total, bytes)
+      {
+        const size_t parts = omp_get_num_threads(), part = omp_get_thread_num();
+        const size_t q = n4 * part / parts, len = (n4 * (part + 1) / parts - q) / 4;
+        const double* p[4] = {pa + 4 * q, pa + 4 * (q + len), pa + 4 * (q + 2 * len), pa + 4 * (q + 3 * len)};
+        __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+        for (size_t i = 0; i < 4 * len; i += 4) {
+          s0 = _mm256_add_pd(s0, _mm256_load_pd(p[0] + i));
+          s1 = _mm256_add_pd(s1, _mm256_load_pd(p[1] + i));
+          s2 = _mm256_add_pd(s2, _mm256_load_pd(p[2] + i));
+          s3 = _mm256_add_pd(s3, _mm256_load_pd(p[3] + i));
+        }
+        alignas(32) double l[4];
+        _mm256_store_pd(l, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+        total += l[0] + l[1] + l[2] + l[3];
+        bytes += 16.0 * len * sizeof(double);
+      }
+      sums += total;
+      read_bytes = bytes;
+    }, 6, 0);
+    read = read_bytes / read_s;
+    volatile double keep = sums;
+    (void)keep;
   } else {
     // --quick arrays sit in the caches, whose bandwidth grows with the cores,
     // so each thread times its own share with no barrier in between and the
@@ -147,7 +181,7 @@ StreamResult measure_stream(int threads, bool quick) {
   // STREAM's convention, also used for the drills: every array is counted
   // once, the write-allocate read of the destination is not.
   return {copy_bytes_per_s / 1e9, triad_bytes_per_s / 1e9, static_cast<double>(n) * sizeof(double), copy_nt / 1e9,
-          triad_nt / 1e9};
+          triad_nt / 1e9, read / 1e9};
 }
 
 // Sixteen independent accumulators cover the FMA latency (4 cycles) times
@@ -299,6 +333,7 @@ Ceilings measure_ceilings(int threads, bool quick) {
   c.triad_gbps = s.triad_gbps;
   c.copy_nt_gbps = s.copy_nt_gbps;
   c.triad_nt_gbps = s.triad_nt_gbps;
+  c.read_gbps = s.read_gbps;
   c.stream_array_bytes = s.array_bytes;
 
   __builtin_cpu_init();

@@ -37,6 +37,7 @@ void print_ceilings(const Ceilings& c, bool quick) {
   std::printf("  memory bandwidth  copy %.1f GB/s, triad %.1f GB/s (STREAM, %.0f MiB per array)", c.copy_gbps,
               c.triad_gbps, c.stream_array_bytes / (1 << 20));
   if (c.copy_nt_gbps > 0) std::printf("; streaming stores copy %.1f, triad %.1f", c.copy_nt_gbps, c.triad_nt_gbps);
+  if (c.read_gbps > 0) std::printf("; reading alone %.1f", c.read_gbps);
   std::printf(" -> roofline bandwidth %.1f GB/s\n", c.bandwidth_gbps());
   std::printf("  fp32 peak         %.1f GFLOP/s (%s FMA loop in registers)\n", c.fp32_gflops, c.fp32_isa.c_str());
   if (c.bf16_gflops > 0)
@@ -83,6 +84,7 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
       {"triad_gbps", c.triad_gbps},
       {"copy_nt_gbps", c.copy_nt_gbps},
       {"triad_nt_gbps", c.triad_nt_gbps},
+      {"read_gbps", c.read_gbps},
       {"bandwidth_gbps", c.bandwidth_gbps()},
       {"stream_array_bytes", c.stream_array_bytes},
       {"fp32_gflops", c.fp32_gflops},

@@ -79,6 +79,7 @@ Ceilings higher_of(Ceilings a, const Ceilings& b) {
   a.triad_gbps = std::max(a.triad_gbps, b.triad_gbps);
   a.copy_nt_gbps = std::max(a.copy_nt_gbps, b.copy_nt_gbps);
   a.triad_nt_gbps = std::max(a.triad_nt_gbps, b.triad_nt_gbps);
+  a.read_gbps = std::max(a.read_gbps, b.read_gbps);
   a.fp32_gflops = std::max(a.fp32_gflops, b.fp32_gflops);
   a.bf16_gflops = std::max(a.bf16_gflops, b.bf16_gflops);
   a.amx_bf16_gflops = std::max(a.amx_bf16_gflops, b.amx_bf16_gflops);
