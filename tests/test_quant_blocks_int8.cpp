@@ -109,13 +109,14 @@ TEST(QuantBlocksInt8, MatchesRoundedProduct) {
 // nibbles through GFNI and through a shift (where the CPU has GFNI, both).
 // Q4_0 takes three blocks per load: block counts of every residue mod 3 (1,
 // 2, 3, 25, 9, 130), so the masked last group holds one, two or three
-// blocks; N odd, so the two-row pass at M = 1 leaves a row over.
+// blocks; N odd, so the four-row pass at M = 1 leaves rows over; Q4_K
+// at K up to 4096 and past it (four rows per pass, two).
 TEST(QuantBlocksInt8, LaneKernelsEveryTail) {
   XModeScope int8(true);
   for (int gfni : {1, 0}) {
     cpu::set_lanes_gfni_override(gfni);
     for (const std::string mode : {"q4_0", "q4_k"}) {
-      for (int k : mode == "q4_0" ? std::vector<int>{32, 64, 96, 800, 288, 4160} : std::vector<int>{256, 768, 2304}) {
+      for (int k : mode == "q4_0" ? std::vector<int>{32, 64, 96, 800, 288, 4160} : std::vector<int>{256, 768, 2304, 4352}) {
         array w = random_blocks(mode, 23, k);
         for (int m : {1, 2, 5, 8}) {
           SCOPED_TRACE(mode + " gfni " + std::to_string(gfni) + " K=" + std::to_string(k) + " M=" + std::to_string(m));

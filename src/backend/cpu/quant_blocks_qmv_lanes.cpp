@@ -40,9 +40,9 @@
 //   loads. A core keeps more misses in flight over more streams (a plain
 //   read on the Zen 4 VM: one core 21 GB/s over one stream, 31 over four);
 //   four rows took Q4_0 4096 x 14336 from 0.77-0.85 to 0.65-0.74 ms and
-//   the 1B model's 8192 x 2048 from 34 to 40 GB/s, while Q4_K (whose
-//   super-block state is larger) measured level at 2048-wide rows and
-//   slower at 8192 (43 -> 37 GB/s), so it keeps two.
+//   the 1B model's 8192 x 2048 from 34 to 40 GB/s. Q4_K (whose
+//   super-block state is larger) gains 2-4% with four rows up to K = 4096
+//   and loses at 8192 (43 -> 37 GB/s), where it keeps two.
 // - The kernels' non-GFNI instantiations carry the gfni target too (one
 //   attribute for both); they use no GFNI intrinsic, and the compiler emits
 //   none for the intrinsics they use.
@@ -301,7 +301,7 @@ KILN_Q4L_GFNI inline __attribute__((always_inline)) void step_q4_k(const uint8_t
 template <bool kGfni, int M, int R>
 KILN_Q4L_GFNI void qmv_q4_k(const Q8View& x, const uint8_t* xl, int64_t xrs, const uint8_t* w, int64_t n0, int64_t n1,
                             float* y, int64_t N) {
-  constexpr int A = M == 1 ? 2 : 1;  // accumulators per row: two chains where there are few
+  constexpr int A = M * R <= 2 ? 2 : 1;  // accumulators per row: two chains where there are few
   const int64_t nb = x.K / 256, row_bytes = nb * 144;
   const int64_t h = (n1 - n0) / R;
   for (int64_t n = n0; n < n0 + h; ++n) {
@@ -335,9 +335,9 @@ KILN_Q4L_GFNI void qmv_q4_k(const Q8View& x, const uint8_t* xl, int64_t xrs, con
 using KernelK = void (*)(const Q8View&, const uint8_t*, int64_t, const uint8_t*, int64_t, int64_t, float*, int64_t);
 
 template <bool kGfni>
-KernelK pick_q4_k(int M) {
+KernelK pick_q4_k(int M, int64_t K) {
   switch (M) {
-    case 1: return qmv_q4_k<kGfni, 1, 2>;
+    case 1: return K <= 4096 ? qmv_q4_k<kGfni, 1, 4> : qmv_q4_k<kGfni, 1, 2>;
     case 2: return qmv_q4_k<kGfni, 2, 1>;
     case 3: return qmv_q4_k<kGfni, 3, 1>;
     case 4: return qmv_q4_k<kGfni, 4, 1>;
@@ -362,7 +362,7 @@ void qmv_lanes(BlockFormat f, const XLanes& L, const Q8Rows& r, int64_t m0, int 
     const Kernel k = gfni ? pick<true>(M) : pick<false>(M);
     k(L.p + m0 * L.rs, L.rs, w, K / 32, n0, n1, y, N);
   } else {
-    const KernelK k = gfni ? pick_q4_k<true>(M) : pick_q4_k<false>(M);
+    const KernelK k = gfni ? pick_q4_k<true>(M, K) : pick_q4_k<false>(M, K);
     k(view(r, m0, K), L.p + m0 * L.rs, L.rs, w, n0, n1, y, N);
   }
 }
