@@ -76,10 +76,6 @@ constexpr int kSeeds = 128, kD = 160;
 constexpr int block_of_byte(int p) { return p < 54 && p % 18 >= 2 ? p / 18 : -1; }
 constexpr int code_of_byte(int p) { return p % 18 - 2; }
 
-}  // namespace
-
-namespace {
-
 // Q4_0: group g of a row of x's codes (blocks 3g .. 3g + 2; codes past K are
 // zero). Block j's code c sits at byte 18 j + 2 + c of the weights' load,
 // an even byte: pairs of codes move as words (vpermt2w, AVX512-BW).
