@@ -160,6 +160,10 @@ __attribute__((always_inline)) inline void layer_rows(const T* x, const T* w, co
 namespace v512 {
 
 KILN_V512 inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+// The lanes of the vector at k of a d-long row: all 16, or the tail's.
+KILN_V512 inline __mmask16 lanes_at(int64_t k, int64_t d) {
+  return d - k >= kLanes ? static_cast<__mmask16>(0xffff) : tail_mask(d - k);
+}
 
 KILN_V512 inline __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 KILN_V512 inline __m512 load(const bfloat16_t* p, __mmask16 m) {
@@ -285,7 +289,7 @@ KILN_V512 inline void rms_write(const T* xr, const float* w, T* yr, int64_t d, f
   const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(ss / static_cast<float>(d) + eps));
   for (int64_t k = 0; k < d; k += kLanes) {
     prefetch_next(pf, k);
-    const __mmask16 m = d - k >= kLanes ? static_cast<__mmask16>(0xffff) : tail_mask(d - k);
+    const __mmask16 m = lanes_at(k, d);
     __m512 v = _mm512_mul_ps(load(xr + k, m), inv);
     if (w) v = _mm512_mul_ps(round_to<T, kNe>(v), load(w + k, m));
     store_out<kNe, kNt>(yr + k, v, m);
@@ -302,7 +306,7 @@ KILN_V512 inline void layer_write(const T* xr, const float* w, const float* b, T
   const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(var + eps));
   for (int64_t k = 0; k < d; k += kLanes) {
     prefetch_next(pf, k);
-    const __mmask16 m = d - k >= kLanes ? static_cast<__mmask16>(0xffff) : tail_mask(d - k);
+    const __mmask16 m = lanes_at(k, d);
     __m512 v = round_to<T, kNe>(_mm512_mul_ps(_mm512_sub_ps(load(xr + k, m), mean), inv));
     if (w) v = round_to<T, kNe>(_mm512_mul_ps(v, load(w + k, m)));
     if (b) v = _mm512_add_ps(v, load(b + k, m));
@@ -321,7 +325,7 @@ KILN_V512 inline const float* as_float(const T* v, int64_t d, std::vector<float>
     if (!v) return nullptr;
     buf.resize(static_cast<size_t>(d));
     for (int64_t k = 0; k < d; k += kLanes) {
-      const __mmask16 m = d - k >= kLanes ? static_cast<__mmask16>(0xffff) : tail_mask(d - k);
+      const __mmask16 m = lanes_at(k, d);
       _mm512_mask_storeu_ps(buf.data() + k, m, load(v + k, m));
     }
     return buf.data();

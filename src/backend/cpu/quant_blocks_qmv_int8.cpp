@@ -471,21 +471,18 @@ void block_qmv_int8(BlockFormat f, const float* x, int64_t M, const uint8_t* w, 
   const int64_t row_bytes = K / block_layout(f).block * block_layout(f).bytes;
   // ~64 KB of weights per task at the least.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(row_bytes, 1));
-  if (vnni && lanes_format(f)) {  // Q4_0, Q4_K: x laid out where the nibbles sit
-    XLanes L;
-    lay_lanes(f, r, M, K, L);
-    for (int64_t m0 = 0; m0 < M; m0 += 8) {
-      const int mr = static_cast<int>(std::min<int64_t>(8, M - m0));
-      float* ym = y + m0 * N;
-      parallel_for_balanced(N, grain, [&](int64_t n0, int64_t n1) { qmv_lanes(f, L, r, m0, mr, w, N, K, ym, n0, n1); });
-    }
-    return;
-  }
+  const bool lanes = vnni && lanes_format(f);  // Q4_0, Q4_K: x laid out where the nibbles sit
+  XLanes L;
+  if (lanes) lay_lanes(f, r, M, K, L);
   for (int64_t m0 = 0; m0 < M; m0 += 8) {
     const int mr = static_cast<int>(std::min<int64_t>(8, M - m0));
+    float* ym = y + m0 * N;
+    if (lanes) {
+      parallel_for_balanced(N, grain, [&](int64_t n0, int64_t n1) { qmv_lanes(f, L, r, m0, mr, w, N, K, ym, n0, n1); });
+      continue;
+    }
     const Kernel k = pick(f, mr, vnni);
     const Q8View v = view(r, m0, K);
-    float* ym = y + m0 * N;
     parallel_for_balanced(N, grain, [&](int64_t n0, int64_t n1) { k(v, w, n0, n1, ym, N); });
   }
 }
