@@ -107,6 +107,13 @@ BenchRow measure(const DrillSpec& spec, const BenchOptions& opts) {
   DrillCase c;
   try {
     c = spec.prepare();
+    // The peers' OpenMP loops (and the ceilings) leave a thread pool on this
+    // thread; Kiln's kernels run in the pool of its stream worker. With more
+    // libgomp threads than cores, libgomp cuts its spinning at barriers to
+    // almost nothing, so every fork / join of Kiln's then waited on a futex
+    // wake-up: small GEMMs (256^3) read 360 us here against 180 us alone.
+    // Released, the pool is rebuilt by the next peer that needs it.
+    omp_pause_resource_all(omp_pause_soft);
     Timing t = time_median(c.run_kiln, opts.reps, budget);
     row.time_us = t.median_us;
     row.reps = t.reps;

@@ -60,16 +60,18 @@ const KernelSpec& f32_avx512_small_m_spec();      // the 8x48 tiles of both, for
 const KernelSpec& bf16_dot_avx512_small_m_spec();
 const KernelSpec& bf16_amx_spec();         // bf16 sources, AMX tiles, 32x32 (gemm_bf16_amx.cpp)
 
-// Whether M rows go faster in 8-row tiles than in 14-row ones: when the
-// 14-row tiles pad M by far more (M = 16: 28 rows computed against 16).
-// The 8 x 48 tile does 24 FMAs per 3 B loads against 28 per 2, so it must
-// save more than ~15% of the rows. Measured (K = N = 4096, min of 45 runs,
-// 14x32 -> 8x48 ms): fp32 M = 16 7.40 -> 5.40, 20 7.36 -> 6.90, 32 9.96 ->
-// 7.96; bf16 M = 16 4.39 -> 3.48, 32 5.25 -> 4.67; M = 9 and 12 (kept in
-// 14-row tiles) bf16 3.26 / 3.19 against 3.63 / 3.42.
+// Whether M rows go faster in 8-row tiles than in 14-row ones. Per FMA the
+// 8 x 48 tile (24 FMAs per 3 B loads) and the 14 x 32 one (28 per 2) ran
+// within ~2% of each other on a Zen 4 VM (K = N = 4096, ms, 14x32 / 8x48:
+// fp32 M = 512 84.9-88.0 / 84.1-85.5, 1024 165-169 / 169), so the tile that
+// pads M least wins unless it saves under ~2% of the rows: fp32 M = 64 14.7
+// / 13.6, 128 25.0-25.5 / 23.5-23.9, 256 46.0 / 44.2; bf16 M = 64 7.5 / 7.3,
+// 128 12.9 / 12.3, 256 25.4 / 22.3. (Session 22: M = 16 7.40 -> 5.40, bf16
+// 4.39 -> 3.48; M = 9 and 12 stay in 14-row tiles, bf16 3.26 / 3.19
+// against 3.63 / 3.42 in 8-row ones.)
 inline bool prefer_small_m_tile(int64_t M) {
   const int64_t rows8 = (M + 7) / 8 * 8, rows14 = (M + 13) / 14 * 14;
-  return rows8 * 115 < rows14 * 100;
+  return rows8 * 102 < rows14 * 100;
 }
 
 // Small-M path (AVX-512 only): streams B exactly once, split over N across
