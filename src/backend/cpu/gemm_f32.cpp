@@ -13,7 +13,8 @@ void gemm_f32(const GemmArgs& args) {
   const CpuTarget t = cpu_target();
   if (t >= CpuTarget::avx512) {
     if (try_gemv_avx512(args, false, false, false)) return;
-    run_blocked_gemm(args, prefer_small_m_tile(args.M) ? f32_avx512_small_m_spec() : f32_avx512_spec(), false);
+    const bool small_m = prefer_small_m_tile(args.M, args.N);
+    run_blocked_gemm(args, small_m ? f32_avx512_small_m_spec() : f32_avx512_spec(), false);
   } else {
     // The library's baseline is x86-64-v3, so "scalar" also runs the AVX2 kernel.
     run_blocked_gemm(args, f32_avx2_spec(), false);

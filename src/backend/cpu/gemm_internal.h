@@ -60,18 +60,18 @@ const KernelSpec& f32_avx512_small_m_spec();      // the 8x48 tiles of both, for
 const KernelSpec& bf16_dot_avx512_small_m_spec();
 const KernelSpec& bf16_amx_spec();         // bf16 sources, AMX tiles, 32x32 (gemm_bf16_amx.cpp)
 
-// Whether M rows go faster in 8-row tiles than in 14-row ones. Per FMA the
-// 8 x 48 tile (24 FMAs per 3 B loads) and the 14 x 32 one (28 per 2) ran
-// within ~2% of each other on a Zen 4 VM (K = N = 4096, ms, 14x32 / 8x48:
-// fp32 M = 512 84.9-88.0 / 84.1-85.5, 1024 165-169 / 169), so the tile that
-// pads M least wins unless it saves under ~2% of the rows: fp32 M = 64 14.7
-// / 13.6, 128 25.0-25.5 / 23.5-23.9, 256 46.0 / 44.2; bf16 M = 64 7.5 / 7.3,
-// 128 12.9 / 12.3, 256 25.4 / 22.3. (Session 22: M = 16 7.40 -> 5.40, bf16
-// 4.39 -> 3.48; M = 9 and 12 stay in 14-row tiles, bf16 3.26 / 3.19
-// against 3.63 / 3.42 in 8-row ones.)
-inline bool prefer_small_m_tile(int64_t M) {
-  const int64_t rows8 = (M + 7) / 8 * 8, rows14 = (M + 13) / 14 * 14;
-  return rows8 * 102 < rows14 * 100;
+// Whether C[M, N] goes faster in 8 x 48 tiles than in 14 x 32 ones. Per
+// FMA the two (24 FMAs per 3 B loads, 28 per 2) ran within ~2% of each
+// other on a Zen 4 VM (K = N = 4096, ms, 14x32 / 8x48: fp32 M = 512
+// 84.9-88.0 / 84.1-85.5, 1024 165-169 / 169), so the tiles that pad C least
+// win unless they save under ~2% of it: fp32 M = 64 14.7 / 13.6, 128
+// 25.0-25.5 / 23.5-23.9, 256 46.0 / 44.2; bf16 M = 64 7.5 / 7.3, 128 12.9 /
+// 12.3, 256 25.4 / 22.3; but 256^3, where 48-wide tiles pad N by 12%, 189-218
+// / 220-236 us. (Session 22: M = 16 7.40 -> 5.40, bf16 4.39 -> 3.48; M = 9
+// and 12 stay in 14-row tiles, bf16 3.26 / 3.19 against 3.63 / 3.42.)
+inline bool prefer_small_m_tile(int64_t M, int64_t N) {
+  auto up = [](int64_t x, int64_t m) { return (x + m - 1) / m * m; };
+  return up(M, 8) * up(N, 48) * 102 < up(M, 14) * up(N, 32) * 100;
 }
 
 // Small-M path (AVX-512 only): streams B exactly once, split over N across
