@@ -230,6 +230,10 @@ TEST(KernelMath, SixteenBitConversionsAreBitExact) {
     float f = std::bit_cast<float>(x);
     ASSERT_EQ(cpu::simd::float_to_bf16(f), bfloat16_t::from_float(f)) << std::hex << x;
     ASSERT_EQ(cpu::simd::float_to_f16(f), float16_t::from_float(f)) << std::hex << x;
+    // round_bf16 (the fused kernels' intermediate rounding) is the same round trip.
+    ASSERT_EQ(std::bit_cast<uint32_t>(cpu::simd::round_bf16(f)),
+              std::bit_cast<uint32_t>(bfloat16_t::to_float(bfloat16_t::from_float(f))))
+        << std::hex << x;
   };
   // A prime stride over all floats, plus every rounding neighbourhood of
   // the boundaries (ties, subnormal halves, overflow, inf, NaN payloads).
