@@ -312,6 +312,7 @@ TEST(QuantizedMatmul, SimdLevelsAgree) {
   // products, with and without a partial last chunk of words.
   for (auto [gs, K, bits] : {std::tuple{128, 384, 4}, std::tuple{32, 352, 4}, std::tuple{32, 352, 8},
                              std::tuple{128, 640, 8}, std::tuple{64, 448, 8}}) {
+    // 33 rows: passes of four rows (the one-row bf16 kernel) and a remainder.
     auto q = quantize(test::random_array({33, K}, bfloat16), gs, bits);
     for (int M : {1, 2, 3, 8}) {
       array x = test::random_array({M, K}, bfloat16);
