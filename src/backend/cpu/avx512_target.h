@@ -11,3 +11,6 @@
 #endif
 
 #define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq")))
+// For plain loops left to the compiler's vectorizer: without the width
+// preference GCC vectorizes AVX-512 code 256 bits wide.
+#define KILN_AVX512_WIDE __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))

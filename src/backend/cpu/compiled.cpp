@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/cpu/avx512_target.h"
 #include "backend/cpu/cast.h"
 #include "backend/cpu/compiled_codegen.h"
 #include "backend/cpu/cpu_features.h"
@@ -111,10 +112,9 @@ void cast_step(void* out, const void* a, const void*, const void*, int64_t n) {
 // The same kernels compiled for AVX-512 (16 floats a vector), chosen at run
 // time when cpu_target() allows it: the fused chains are compute-heavy
 // (gelu, exp) and twice the lanes matter here.
-#define KILN_WIDE __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
 namespace wide {
 template <typename T, typename F>
-KILN_WIDE void unary_step(void* out, const void* a, const void*, const void*, int64_t n) {
+KILN_AVX512_WIDE void unary_step(void* out, const void* a, const void*, const void*, int64_t n) {
   using C = compute_t<T>;
   const C* x = static_cast<const C*>(a);
   C* o = static_cast<C*>(out);
@@ -122,7 +122,7 @@ KILN_WIDE void unary_step(void* out, const void* a, const void*, const void*, in
 }
 
 template <typename T, typename O, typename F>
-KILN_WIDE void binary_step(void* out, const void* a, const void* b, const void*, int64_t n) {
+KILN_AVX512_WIDE void binary_step(void* out, const void* a, const void* b, const void*, int64_t n) {
   using C = compute_t<T>;
   using OC = compute_t<O>;
   const C* x = static_cast<const C*>(a);
@@ -132,7 +132,7 @@ KILN_WIDE void binary_step(void* out, const void* a, const void* b, const void*,
 }
 
 template <typename T>
-KILN_WIDE void select_step(void* out, const void* a, const void* b, const void* c, int64_t n) {
+KILN_AVX512_WIDE void select_step(void* out, const void* a, const void* b, const void* c, int64_t n) {
   using C = compute_t<T>;
   const bool* p = static_cast<const bool*>(a);
   const C* x = static_cast<const C*>(b);
@@ -142,7 +142,7 @@ KILN_WIDE void select_step(void* out, const void* a, const void* b, const void* 
 }
 
 template <typename From, typename To>
-KILN_WIDE void cast_step(void* out, const void* a, const void*, const void*, int64_t n) {
+KILN_AVX512_WIDE void cast_step(void* out, const void* a, const void*, const void*, int64_t n) {
   using CF = compute_t<From>;
   using CT = compute_t<To>;
   const CF* x = static_cast<const CF*>(a);
@@ -151,7 +151,6 @@ KILN_WIDE void cast_step(void* out, const void* a, const void*, const void*, int
 }
 
 }  // namespace wide
-#undef KILN_WIDE
 
 // Storage -> compute representation, contiguous.
 using LoadFn = void (*)(void* dst, const void* src, int64_t n);

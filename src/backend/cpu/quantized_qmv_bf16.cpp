@@ -80,79 +80,103 @@ Bf16Prep prepare(const QmvArgs& a) {
   return p;
 }
 
-template <int M>
-KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, int64_t n1) {
-  constexpr int P = M == 1 ? 2 : 1;
-  const int vpw = 32 / a.bits;  // values per word
-  const int64_t words = a.K / vpw, G = a.K / a.group_size;
-  const float offset = vpw == 4 ? 2176.0f : 128.0f;  // what the bf16 pairs add per unit of x
-  const auto* scales = static_cast<const bfloat16_t*>(a.scales);
-  const auto* biases = static_cast<const bfloat16_t*>(a.biases);
-  std::vector<float> sb(2 * (G + 16), 0.0f);
-  float* srow = sb.data();
-  float* brow = sb.data() + G + 16;
-  alignas(64) int idx_lanes[16];
-  for (int j = 0; j < 16; ++j) idx_lanes[j] = (vpw * j) / a.group_size;
-  const __m512i idx = _mm512_load_si512(idx_lanes);
-  const __m512i low4 = _mm512_set1_epi32(0x000F000F), one28 = _mm512_set1_epi32(0x43004300);
-  const int64_t xstride = p.chunks * 64;
-  const int log2_group = __builtin_ctz(static_cast<unsigned>(a.group_size));  // no division in the loop
-  for (int64_t n = n0; n < n1; ++n) {
-    const uint32_t* w = a.w + n * words;
-    for (int64_t g = 0; g < G; ++g) {
-      float s = convert<float>(scales[n * G + g]);
-      srow[g] = s;
-      brow[g] = convert<float>(biases[n * G + g]) - offset * s;
-    }
-    __m512 tot[M];
-    for (int m = 0; m < M; ++m) tot[m] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < p.chunks; ++c) {
-      int64_t left = words - c * kWords;
-      __m512i v = left >= kWords ? _mm512_loadu_si512(w + c * kWords)
-                                 : _mm512_maskz_loadu_epi32(static_cast<__mmask16>((1u << left) - 1u), w + c * kWords);
-      // (v >> 4i) & 0x000F000F | 0x43004300: truth table 0xEA is (A & B) | C.
-      __m512i q0 = _mm512_ternarylogic_epi32(v, low4, one28, 0xEA);
-      __m512i q1 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, one28, 0xEA);
-      __m512i q2 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 8), low4, one28, 0xEA);
-      __m512i q3 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 12), low4, one28, 0xEA);
-      // Masked-off lanes hold 128 + 0 here: their x pairs are zero.
-      const uint32_t* xc = p.xp.data() + c * 64;
-      __m512 s = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(srow + ((c * kWords * vpw) >> log2_group)));
-      for (int m = 0; m < M; ++m) {
-        const uint32_t* xm = xc + m * xstride;
-        __m512 t[P];
-        for (int q = 0; q < P; ++q) t[q] = _mm512_setzero_ps();
-        t[0] = _mm512_dpbf16_ps(t[0], (__m512bh)q0, (__m512bh)_mm512_loadu_si512(xm));
-        t[1 % P] = _mm512_dpbf16_ps(t[1 % P], (__m512bh)q1, (__m512bh)_mm512_loadu_si512(xm + 16));
-        t[0] = _mm512_dpbf16_ps(t[0], (__m512bh)q2, (__m512bh)_mm512_loadu_si512(xm + 32));
-        t[1 % P] = _mm512_dpbf16_ps(t[1 % P], (__m512bh)q3, (__m512bh)_mm512_loadu_si512(xm + 48));
-        __m512 sum = P == 2 ? _mm512_add_ps(t[0], t[1 % P]) : t[0];
-        tot[m] = _mm512_fmadd_ps(sum, s, tot[m]);
-      }
-    }
-    for (int64_t g = 0; g < G; g += 16) {
-      __m512 b = _mm512_loadu_ps(brow + g);
-      for (int m = 0; m < M; ++m) tot[m] = _mm512_fmadd_ps(b, _mm512_loadu_ps(p.xsum.data() + m * p.groups_padded + g), tot[m]);
-    }
-    for (int m = 0; m < M; ++m) a.out[m * a.N + n] = _mm512_reduce_add_ps(tot[m]);
-  }
+// What both row kernels derive from the arguments, once per call.
+struct RowShape {
+  int vpw;                // values per word
+  int64_t words, groups;  // per row of w
+  float offset;           // what the bf16 pairs add per unit of x
+  int log2_group;         // the chunk's first group by a shift, no division in the loop
+  alignas(64) int idx_lanes[16];  // lane j's group within its chunk
+};
+
+RowShape row_shape(const QmvArgs& a) {
+  RowShape r;
+  r.vpw = 32 / a.bits;
+  r.words = a.K / r.vpw;
+  r.groups = a.K / a.group_size;
+  r.offset = r.vpw == 4 ? 2176.0f : 128.0f;
+  r.log2_group = __builtin_ctz(static_cast<unsigned>(a.group_size));
+  for (int j = 0; j < 16; ++j) r.idx_lanes[j] = (r.vpw * j) / a.group_size;
+  return r;
 }
 
-// The scales and biases of one row as floats, the 128 (2176) offset folded
-// into the biases as rows_bf16 does; 16 at a time.
+KILN_QMV_BF16 inline __mmask16 first_lanes(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
 KILN_QMV_BF16 inline __m512 widen(const uint16_t* q, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, q)), 16));
 }
 
-KILN_QMV_BF16 void row_scales(const QmvArgs& a, int64_t n, int64_t G, float offset, float* srow, float* brow) {
+// The scales and biases of row n as floats, the offset folded into the
+// biases (b - offset s, see the top of the file).
+KILN_QMV_BF16 void row_scales(const QmvArgs& a, const RowShape& r, int64_t n, float* srow, float* brow) {
+  const int64_t G = r.groups;
   const auto* scales = static_cast<const uint16_t*>(a.scales) + n * G;
   const auto* biases = static_cast<const uint16_t*>(a.biases) + n * G;
-  const __m512 off = _mm512_set1_ps(offset);
+  const __m512 off = _mm512_set1_ps(r.offset);
   for (int64_t g = 0; g < G; g += 16) {
-    const __mmask16 m = G - g >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (G - g)) - 1u);
+    const __mmask16 m = first_lanes(G - g);
     const __m512 s = widen(scales + g, m);
     _mm512_storeu_ps(srow + g, s);
     _mm512_storeu_ps(brow + g, _mm512_fnmadd_ps(off, s, widen(biases + g, m)));
+  }
+}
+
+// Chunk c of a row (16 words, masked at the row's end) as four vectors of
+// bf16 pairs: (v >> 4i) & 0x000F000F | 0x43004300 (truth table 0xEA is
+// (A & B) | C). Masked-off lanes hold 128 + 0: their x pairs are zero.
+KILN_QMV_BF16 inline void unpack_chunk(const uint32_t* w, const RowShape& r, int64_t c, __m512bh (&q)[4]) {
+  const __m512i low4 = _mm512_set1_epi32(0x000F000F), one28 = _mm512_set1_epi32(0x43004300);
+  const __m512i v = _mm512_maskz_loadu_epi32(first_lanes(r.words - c * kWords), w + c * kWords);
+  q[0] = (__m512bh)_mm512_ternarylogic_epi32(v, low4, one28, 0xEA);
+  q[1] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, one28, 0xEA);
+  q[2] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 8), low4, one28, 0xEA);
+  q[3] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 12), low4, one28, 0xEA);
+}
+
+// The scales of chunk c's lanes (groups are 32 or more values, a chunk 64
+// or 128: at most 4 groups per chunk).
+KILN_QMV_BF16 inline __m512 chunk_scales(const float* srow, const RowShape& r, int64_t c) {
+  return _mm512_permutexvar_ps(_mm512_load_si512(r.idx_lanes),
+                               _mm512_loadu_ps(srow + ((c * kWords * r.vpw) >> r.log2_group)));
+}
+
+template <int M>
+KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, int64_t n1) {
+  constexpr int P = M == 1 ? 2 : 1;
+  const RowShape r = row_shape(a);
+  std::vector<float> sb(2 * (r.groups + 16), 0.0f);
+  float* srow = sb.data();
+  float* brow = sb.data() + r.groups + 16;
+  const int64_t xstride = p.chunks * 64;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint32_t* w = a.w + n * r.words;
+    row_scales(a, r, n, srow, brow);
+    __m512 tot[M];
+    for (int m = 0; m < M; ++m) tot[m] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < p.chunks; ++c) {
+      __m512bh q[4];
+      unpack_chunk(w, r, c, q);
+      const uint32_t* xc = p.xp.data() + c * 64;
+      const __m512 s = chunk_scales(srow, r, c);
+      for (int m = 0; m < M; ++m) {
+        const uint32_t* xm = xc + m * xstride;
+        __m512 t[P];
+        for (int k = 0; k < P; ++k) t[k] = _mm512_setzero_ps();
+        t[0] = _mm512_dpbf16_ps(t[0], q[0], (__m512bh)_mm512_loadu_si512(xm));
+        t[1 % P] = _mm512_dpbf16_ps(t[1 % P], q[1], (__m512bh)_mm512_loadu_si512(xm + 16));
+        t[0] = _mm512_dpbf16_ps(t[0], q[2], (__m512bh)_mm512_loadu_si512(xm + 32));
+        t[1 % P] = _mm512_dpbf16_ps(t[1 % P], q[3], (__m512bh)_mm512_loadu_si512(xm + 48));
+        __m512 sum = P == 2 ? _mm512_add_ps(t[0], t[1 % P]) : t[0];
+        tot[m] = _mm512_fmadd_ps(sum, s, tot[m]);
+      }
+    }
+    for (int64_t g = 0; g < r.groups; g += 16) {
+      __m512 b = _mm512_loadu_ps(brow + g);
+      for (int m = 0; m < M; ++m) tot[m] = _mm512_fmadd_ps(b, _mm512_loadu_ps(p.xsum.data() + m * p.groups_padded + g), tot[m]);
+    }
+    for (int m = 0; m < M; ++m) a.out[m * a.N + n] = _mm512_reduce_add_ps(tot[m]);
   }
 }
 
@@ -163,48 +187,35 @@ KILN_QMV_BF16 void row_scales(const QmvArgs& a, int64_t n, int64_t G, float offs
 // in the same order.
 KILN_QMV_BF16 void rows_bf16_four(const QmvArgs& a, const Bf16Prep& p, int64_t n0, int64_t n1) {
   constexpr int R = 4;
-  const int vpw = 32 / a.bits;
-  const int64_t words = a.K / vpw, G = a.K / a.group_size;
-  const float offset = vpw == 4 ? 2176.0f : 128.0f;
+  const RowShape rs = row_shape(a);
+  const int64_t G = rs.groups;
   std::vector<float> sb(2 * R * (G + 16), 0.0f);
-  alignas(64) int idx_lanes[16];
-  for (int j = 0; j < 16; ++j) idx_lanes[j] = (vpw * j) / a.group_size;
-  const __m512i idx = _mm512_load_si512(idx_lanes);
-  const __m512i low4 = _mm512_set1_epi32(0x000F000F), one28 = _mm512_set1_epi32(0x43004300);
-  const int log2_group = __builtin_ctz(static_cast<unsigned>(a.group_size));
   int64_t n = n0;
   for (; n + R <= n1; n += R) {
     const uint32_t* w[R];
     float* srow[R];
     float* brow[R];
     for (int r = 0; r < R; ++r) {
-      w[r] = a.w + (n + r) * words;
+      w[r] = a.w + (n + r) * rs.words;
       srow[r] = sb.data() + 2 * r * (G + 16);
       brow[r] = srow[r] + G + 16;
-      row_scales(a, n + r, G, offset, srow[r], brow[r]);
+      row_scales(a, rs, n + r, srow[r], brow[r]);
     }
     __m512 tot[R];
     for (int r = 0; r < R; ++r) tot[r] = _mm512_setzero_ps();
     for (int64_t c = 0; c < p.chunks; ++c) {
-      const int64_t left = words - c * kWords;
-      const __mmask16 wm = left >= kWords ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << left) - 1u);
       const uint32_t* xc = p.xp.data() + c * 64;
       const __m512bh x0 = (__m512bh)_mm512_loadu_si512(xc), x1 = (__m512bh)_mm512_loadu_si512(xc + 16);
       const __m512bh x2 = (__m512bh)_mm512_loadu_si512(xc + 32), x3 = (__m512bh)_mm512_loadu_si512(xc + 48);
-      const int64_t g0 = (c * kWords * vpw) >> log2_group;
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m512i v = _mm512_maskz_loadu_epi32(wm, w[r] + c * kWords);
-        const __m512i q0 = _mm512_ternarylogic_epi32(v, low4, one28, 0xEA);
-        const __m512i q1 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, one28, 0xEA);
-        const __m512i q2 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 8), low4, one28, 0xEA);
-        const __m512i q3 = _mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 12), low4, one28, 0xEA);
-        __m512 t0 = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)q0, x0);
-        __m512 t1 = _mm512_dpbf16_ps(_mm512_setzero_ps(), (__m512bh)q1, x1);
-        t0 = _mm512_dpbf16_ps(t0, (__m512bh)q2, x2);
-        t1 = _mm512_dpbf16_ps(t1, (__m512bh)q3, x3);
-        const __m512 s = _mm512_permutexvar_ps(idx, _mm512_loadu_ps(srow[r] + g0));
-        tot[r] = _mm512_fmadd_ps(_mm512_add_ps(t0, t1), s, tot[r]);
+        __m512bh q[4];
+        unpack_chunk(w[r], rs, c, q);
+        __m512 t0 = _mm512_dpbf16_ps(_mm512_setzero_ps(), q[0], x0);
+        __m512 t1 = _mm512_dpbf16_ps(_mm512_setzero_ps(), q[1], x1);
+        t0 = _mm512_dpbf16_ps(t0, q[2], x2);
+        t1 = _mm512_dpbf16_ps(t1, q[3], x3);
+        tot[r] = _mm512_fmadd_ps(_mm512_add_ps(t0, t1), chunk_scales(srow[r], rs, c), tot[r]);
       }
     }
     for (int r = 0; r < R; ++r) {

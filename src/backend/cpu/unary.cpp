@@ -5,6 +5,7 @@
 // fused kernels and the CUDA kernels).
 #include <cmath>
 
+#include "backend/cpu/avx512_target.h"
 #include "backend/cpu/cpu_features.h"
 #include "backend/cpu/elementwise.h"
 #include "backend/cpu/op_functors.h"
@@ -20,9 +21,8 @@ namespace {
 // with bfloat16_t / float16_t, so the values are those of unary_loop. On a
 // Zen 4 VM (2^26 elements, 2 threads), add then gelu_approx: float32 52 ->
 // 43.5 ms, bfloat16 57.7 -> 39.2 ms.
-#define KILN_WIDE __attribute__((target("avx512f,avx512vl,avx512bw,avx512dq,prefer-vector-width=512")))
 template <typename T, typename F>
-KILN_WIDE void wide_range(const T* src, T* dst, int64_t n, F f) {
+KILN_AVX512_WIDE void wide_range(const T* src, T* dst, int64_t n, F f) {
   if constexpr (std::is_same_v<T, float>) {
     for (int64_t i = 0; i < n; ++i) dst[i] = f(src[i]);
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
@@ -31,7 +31,6 @@ KILN_WIDE void wide_range(const T* src, T* dst, int64_t n, F f) {
     for (int64_t i = 0; i < n; ++i) dst[i].bits = cpu::simd::float_to_f16(f(cpu::simd::f16_to_float(src[i].bits)));
   }
 }
-#undef KILN_WIDE
 
 template <typename T, typename F>
 bool try_wide(const array& in, array& out, F f) {
