@@ -14,6 +14,14 @@
 // likewise, so x is paired as (x0, x2) and (x1, x3) and the high nibbles'
 // pairs carry 16 x (exact in bf16); the offset is then 128 * 17 = 2176. (The
 // float kernel ran 8-bit at 0.28 of STREAM on this session's Zen 5.)
+// Memory: a row of 4-bit weights is 2 KB at K = 4096, too short for the
+// hardware prefetcher to reach full speed before the row (and the pass of
+// four rows) ends, so one core streamed ~10 GB/s from DRAM where a plain
+// read streams ~25. Each pass prefetches the same chunk of the next pass's
+// rows into L2: 4096 x 14336 4-bit 1.63 -> 0.86 ms, 8-bit 2.42 -> 1.75 ms
+// on two cores of the Zen 4/5 VM (docs/performance.md, session 25). (A
+// VPMULTISHIFTQB unpack instead of the shifts was ~10% faster in a lab
+// copy of the loop and 5% slower here: not kept.)
 // x must be bf16 (then
 // the bf16 pairs hold it exactly); the result differs from the float kernel
 // only by fp32 rounding of the larger partial sums (about 17x, far below
@@ -152,10 +160,12 @@ KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, in
   const int64_t xstride = p.chunks * 64;
   for (int64_t n = n0; n < n1; ++n) {
     const uint32_t* w = a.w + n * r.words;
+    const char* ahead = reinterpret_cast<const char*>(n + 1 < a.N ? w + r.words : w);  // the next row
     row_scales(a, r, n, srow, brow);
     __m512 tot[M];
     for (int m = 0; m < M; ++m) tot[m] = _mm512_setzero_ps();
     for (int64_t c = 0; c < p.chunks; ++c) {
+      _mm_prefetch(ahead + c * 64, _MM_HINT_T1);
       __m512bh q[4];
       unpack_chunk(w, r, c, q);
       const uint32_t* xc = p.xp.data() + c * 64;
@@ -193,10 +203,12 @@ KILN_QMV_BF16 void rows_bf16_four(const QmvArgs& a, const Bf16Prep& p, int64_t n
   int64_t n = n0;
   for (; n + R <= n1; n += R) {
     const uint32_t* w[R];
+    const char* ahead[R];  // the same chunk of the next pass's rows
     float* srow[R];
     float* brow[R];
     for (int r = 0; r < R; ++r) {
       w[r] = a.w + (n + r) * rs.words;
+      ahead[r] = reinterpret_cast<const char*>(n + R + r < a.N ? w[r] + R * rs.words : w[r]);
       srow[r] = sb.data() + 2 * r * (G + 16);
       brow[r] = srow[r] + G + 16;
       row_scales(a, rs, n + r, srow[r], brow[r]);
@@ -209,6 +221,7 @@ KILN_QMV_BF16 void rows_bf16_four(const QmvArgs& a, const Bf16Prep& p, int64_t n
       const __m512bh x2 = (__m512bh)_mm512_loadu_si512(xc + 32), x3 = (__m512bh)_mm512_loadu_si512(xc + 48);
 #pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
+        _mm_prefetch(ahead[r] + c * 64, _MM_HINT_T1);
         __m512bh q[4];
         unpack_chunk(w[r], rs, c, q);
         __m512 t0 = _mm512_dpbf16_ps(_mm512_setzero_ps(), q[0], x0);
