@@ -189,6 +189,35 @@ TEST(QuantizeFp, QuantizedMatmulMatchesFloat64OnEveryCpuPath) {
   }
 }
 
+TEST(QuantizeFp, Fp4WithBfloat16XOnEveryCpuPath) {
+  // The vdpbf16ps kernel (AVX512-BF16) against the float ones: rows in
+  // passes of four and a remainder (N 41), K with a partial last chunk of
+  // 128 values, M 1-8.
+  for (ModeCase m : kModes) {
+    if (m.bits != 4) continue;
+    for (int64_t K : {512, 96, 48, 160}) {
+      if (K % m.group_size != 0) continue;
+      const int N = 41;
+      auto q = quantize(test::random_array({N, static_cast<int>(K)}, float32), std::nullopt, std::nullopt, m.mode);
+      const auto d = dequantize_ref(q[0], q[1], m);
+      for (int M : {1, 3, 8}) {
+        array x = test::random_array({M, static_cast<int>(K)}, bfloat16);
+        const auto ref = product_ref(x, d, M, K, N, true);
+        for (cpu::CpuTarget level : {cpu::CpuTarget::avx2, cpu::CpuTarget::avx512, cpu::CpuTarget::avx512_bf16}) {
+          if (level > cpu::cpu_target_detected()) continue;
+          SCOPED_TRACE(std::string(cpu::cpu_target_name(level)) + " " + m.mode + " M " + std::to_string(M) + " K " +
+                       std::to_string(K));
+          cpu::set_cpu_target_override(level);
+          array y = quantized_matmul(x, q[0], q[1], std::nullopt, true, std::nullopt, std::nullopt, m.mode);
+          EXPECT_EQ(y.dtype(), bfloat16);
+          EXPECT_TRUE(test::all_close(y, ref, 8e-3, 2e-2));
+        }
+        cpu::clear_cpu_target_override();
+      }
+    }
+  }
+}
+
 TEST(QuantizeFp, HalfPrecisionAndFloat64Products) {
   for (ModeCase m : kModes) {
     array w = test::random_array({24, 64}, float32);

@@ -1,5 +1,5 @@
 // 4- and 8-bit QMV for bfloat16 x on CPUs with AVX512-BF16 (`kiln bench`
-// rows qmv_affine4, qmv_affine8). The general kernel (quantized_qmv.inc) spends a shift, a
+// rows qmv_affine4, qmv_affine8, qmv_mxfp4). The general kernel (quantized_qmv.inc) spends a shift, a
 // mask, an int->float conversion and an fma on every value, about 39
 // instructions per 64 bytes of weights; that is more than one core can issue
 // while DRAM delivers 64 bytes. Here a pair of values is one bf16 pair of a
@@ -26,6 +26,15 @@
 // the bf16 pairs hold it exactly); the result differs from the float kernel
 // only by fp32 rounding of the larger partial sums (about 17x, far below
 // the bf16 output's rounding).
+// The 4-bit floating-point modes (mxfp4, nvfp4: e2m1 codes packed as 4-bit
+// affine weights are, one 8-bit scale per 32 or 16 values, no bias) take
+// the same loop with another decode: vpermw looks each 16-bit lane's low
+// five bits up in a 32-entry table of the e2m1 values in bf16 (exact; the
+// table repeats its 16 entries, so the next nibble's low bit in bit 4 of
+// the index does not matter and no mask is needed), and the group's scale
+// (its byte through the caller's table) multiplies the lanes' sums as the
+// affine scale does. The float kernel (quantized_fp_qmv.inc) decoded
+// 32 values with a permute each and ran at 0.09 of the roofline.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -43,10 +52,38 @@ namespace {
 
 constexpr int kWords = 16;  // words per chunk (one zmm); a chunk is 16 * 32 / bits values
 
+// What the row kernels read, whatever the format.
+struct Job {
+  const float* x;  // [M, K], values exact in bf16
+  int64_t M, N, K;
+  const uint32_t* w;  // [N, K * bits / 32]
+  int bits, group_size;
+  float* out;  // [M, N]
+};
+
+// What the row kernels derive from the job, once per call.
+struct RowShape {
+  int vpw;                // values per word
+  int64_t words, groups;  // per row of w
+  int log2_group;         // the chunk's first group by a shift, no division in the loop
+  alignas(64) int idx_lanes[16];  // lane j's group within its chunk
+};
+
+RowShape row_shape(const Job& a) {
+  RowShape r;
+  r.vpw = 32 / a.bits;
+  r.words = a.K / r.vpw;
+  r.groups = a.K / a.group_size;
+  r.log2_group = __builtin_ctz(static_cast<unsigned>(a.group_size));
+  for (int j = 0; j < 16; ++j) r.idx_lanes[j] = (r.vpw * j) / a.group_size;
+  return r;
+}
+
 // x as bf16 pairs in the order of the unpacked vectors: chunk c, vector i,
 // lane j holds, for 4 bits, (x[c*128 + 8j + i], x[c*128 + 8j + i + 4]); for
 // 8 bits (k = c*64 + 4j) (x[k], x[k+2]), 16 (x[k], x[k+2]), (x[k+1],
-// x[k+3]), 16 (x[k+1], x[k+3]); and the group sums of x.
+// x[k+3]), 16 (x[k+1], x[k+3]); and the group sums of x where the format
+// has biases.
 struct Bf16Prep {
   int64_t chunks, groups_padded;
   std::vector<uint32_t> xp;  // [M][chunks][4][16]
@@ -55,14 +92,14 @@ struct Bf16Prep {
 
 uint32_t bf16_bits(float v) { return bfloat16_t::from_float(v); }
 
-Bf16Prep prepare(const QmvArgs& a) {
+Bf16Prep prepare(const Job& a, bool sums) {
   Bf16Prep p;
   const int vpw = 32 / a.bits;  // values per word
   const int64_t words = a.K / vpw, groups = a.K / a.group_size;
   p.chunks = (words + kWords - 1) / kWords;
   p.groups_padded = (groups + 15) / 16 * 16;
   p.xp.assign(a.M * p.chunks * 64, 0u);
-  p.xsum.assign(a.M * p.groups_padded, 0.0f);
+  p.xsum.assign(sums ? a.M * p.groups_padded : 0, 0.0f);
   for (int64_t m = 0; m < a.M; ++m) {
     const float* x = a.x + m * a.K;
     uint32_t* xp = p.xp.data() + m * p.chunks * 64;
@@ -79,6 +116,7 @@ Bf16Prep prepare(const QmvArgs& a) {
         }
       }
     }
+    if (!sums) continue;
     for (int64_t g = 0; g < groups; ++g) {
       float s = 0.0f;
       for (int k = 0; k < a.group_size; ++k) s += x[g * a.group_size + k];
@@ -86,26 +124,6 @@ Bf16Prep prepare(const QmvArgs& a) {
     }
   }
   return p;
-}
-
-// What both row kernels derive from the arguments, once per call.
-struct RowShape {
-  int vpw;                // values per word
-  int64_t words, groups;  // per row of w
-  float offset;           // what the bf16 pairs add per unit of x
-  int log2_group;         // the chunk's first group by a shift, no division in the loop
-  alignas(64) int idx_lanes[16];  // lane j's group within its chunk
-};
-
-RowShape row_shape(const QmvArgs& a) {
-  RowShape r;
-  r.vpw = 32 / a.bits;
-  r.words = a.K / r.vpw;
-  r.groups = a.K / a.group_size;
-  r.offset = r.vpw == 4 ? 2176.0f : 128.0f;
-  r.log2_group = __builtin_ctz(static_cast<unsigned>(a.group_size));
-  for (int j = 0; j < 16; ++j) r.idx_lanes[j] = (r.vpw * j) / a.group_size;
-  return r;
 }
 
 KILN_QMV_BF16 inline __mmask16 first_lanes(int64_t n) {
@@ -116,42 +134,86 @@ KILN_QMV_BF16 inline __m512 widen(const uint16_t* q, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, q)), 16));
 }
 
-// The scales and biases of row n as floats, the offset folded into the
-// biases (b - offset s, see the top of the file).
-KILN_QMV_BF16 void row_scales(const QmvArgs& a, const RowShape& r, int64_t n, float* srow, float* brow) {
-  const int64_t G = r.groups;
-  const auto* scales = static_cast<const uint16_t*>(a.scales) + n * G;
-  const auto* biases = static_cast<const uint16_t*>(a.biases) + n * G;
-  const __m512 off = _mm512_set1_ps(r.offset);
-  for (int64_t g = 0; g < G; g += 16) {
-    const __mmask16 m = first_lanes(G - g);
-    const __m512 s = widen(scales + g, m);
-    _mm512_storeu_ps(srow + g, s);
-    _mm512_storeu_ps(brow + g, _mm512_fnmadd_ps(off, s, widen(biases + g, m)));
+KILN_QMV_BF16 inline __m512i load_chunk(const uint32_t* w, const RowShape& r, int64_t c) {
+  return _mm512_maskz_loadu_epi32(first_lanes(r.words - c * kWords), w + c * kWords);
+}
+
+// MLX's affine mode: bf16 scales and biases per group.
+struct Affine {
+  static constexpr bool kBias = true;
+  const uint16_t* scales;  // [N, groups]
+  const uint16_t* biases;
+  float offset;  // what the bf16 pairs add per unit of x (see the top of the file)
+
+  // The scales and biases of row n as floats, the offset folded into the
+  // biases (b - offset s).
+  KILN_QMV_BF16 void row_scales(const RowShape& r, int64_t n, float* srow, float* brow) const {
+    const int64_t G = r.groups;
+    const __m512 off = _mm512_set1_ps(offset);
+    for (int64_t g = 0; g < G; g += 16) {
+      const __mmask16 m = first_lanes(G - g);
+      const __m512 s = widen(scales + n * G + g, m);
+      _mm512_storeu_ps(srow + g, s);
+      _mm512_storeu_ps(brow + g, _mm512_fnmadd_ps(off, s, widen(biases + n * G + g, m)));
+    }
   }
-}
 
-// Chunk c of a row (16 words, masked at the row's end) as four vectors of
-// bf16 pairs: (v >> 4i) & 0x000F000F | 0x43004300 (truth table 0xEA is
-// (A & B) | C). Masked-off lanes hold 128 + 0: their x pairs are zero.
-KILN_QMV_BF16 inline void unpack_chunk(const uint32_t* w, const RowShape& r, int64_t c, __m512bh (&q)[4]) {
-  const __m512i low4 = _mm512_set1_epi32(0x000F000F), one28 = _mm512_set1_epi32(0x43004300);
-  const __m512i v = _mm512_maskz_loadu_epi32(first_lanes(r.words - c * kWords), w + c * kWords);
-  q[0] = (__m512bh)_mm512_ternarylogic_epi32(v, low4, one28, 0xEA);
-  q[1] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, one28, 0xEA);
-  q[2] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 8), low4, one28, 0xEA);
-  q[3] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 12), low4, one28, 0xEA);
-}
+  // Chunk c of a row (16 words, masked at the row's end) as four vectors of
+  // bf16 pairs: (v >> 4i) & 0x000F000F | 0x43004300 (truth table 0xEA is
+  // (A & B) | C). Masked-off lanes hold 128 + 0: their x pairs are zero.
+  KILN_QMV_BF16 static void unpack(const uint32_t* w, const RowShape& r, int64_t c, __m512bh (&q)[4]) {
+    const __m512i low4 = _mm512_set1_epi32(0x000F000F), one28 = _mm512_set1_epi32(0x43004300);
+    const __m512i v = load_chunk(w, r, c);
+    q[0] = (__m512bh)_mm512_ternarylogic_epi32(v, low4, one28, 0xEA);
+    q[1] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 4), low4, one28, 0xEA);
+    q[2] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 8), low4, one28, 0xEA);
+    q[3] = (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi32(v, 12), low4, one28, 0xEA);
+  }
+};
 
-// The scales of chunk c's lanes (groups are 32 or more values, a chunk 64
-// or 128: at most 4 groups per chunk).
+// e2m1 codes with one 8-bit scale per group (mxfp4, nvfp4).
+struct Fp4 {
+  static constexpr bool kBias = false;
+  const uint8_t* scales;  // [N, groups]
+  const float* lut;       // a scale byte's value
+
+  KILN_QMV_BF16 void row_scales(const RowShape& r, int64_t n, float* srow, float*) const {
+    for (int64_t g = 0; g < r.groups; ++g) srow[g] = lut[scales[n * r.groups + g]];
+  }
+
+  // Code i (0-15) as bf16 at entries i and i + 16: 0, 0.5, 1, 1.5, 2, 3, 4,
+  // 6 and their negatives.
+  KILN_QMV_BF16 static __m512i table() {
+    return _mm512_set_epi16(static_cast<short>(0xC0C0), static_cast<short>(0xC080), static_cast<short>(0xC040),
+                            static_cast<short>(0xC000), static_cast<short>(0xBFC0), static_cast<short>(0xBF80),
+                            static_cast<short>(0xBF00), static_cast<short>(0x8000), 0x40C0, 0x4080, 0x4040, 0x4000,
+                            0x3FC0, 0x3F80, 0x3F00, 0x0000, static_cast<short>(0xC0C0), static_cast<short>(0xC080),
+                            static_cast<short>(0xC040), static_cast<short>(0xC000), static_cast<short>(0xBFC0),
+                            static_cast<short>(0xBF80), static_cast<short>(0xBF00), static_cast<short>(0x8000), 0x40C0,
+                            0x4080, 0x4040, 0x4000, 0x3FC0, 0x3F80, 0x3F00, 0x0000);
+  }
+
+  // As Affine::unpack, the nibbles looked up instead of masked; masked-off
+  // lanes hold code 0, the value 0.
+  KILN_QMV_BF16 static void unpack(const uint32_t* w, const RowShape& r, int64_t c, __m512bh (&q)[4]) {
+    const __m512i t = table();
+    const __m512i v = load_chunk(w, r, c);
+    q[0] = (__m512bh)_mm512_permutexvar_epi16(v, t);
+    q[1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4), t);
+    q[2] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi32(v, 8), t);
+    q[3] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi32(v, 12), t);
+  }
+};
+
+// The scales of chunk c's lanes (groups are 16 or more values, a chunk 64
+// or 128: at most 8 groups per chunk).
 KILN_QMV_BF16 inline __m512 chunk_scales(const float* srow, const RowShape& r, int64_t c) {
   return _mm512_permutexvar_ps(_mm512_load_si512(r.idx_lanes),
                                _mm512_loadu_ps(srow + ((c * kWords * r.vpw) >> r.log2_group)));
 }
 
-template <int M>
-KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, int64_t n1) {
+template <int M, class F>
+KILN_QMV_BF16 void rows_bf16(const Job& a, const F& f, const Bf16Prep& p, int64_t n0, int64_t n1) {
   constexpr int P = M == 1 ? 2 : 1;
   const RowShape r = row_shape(a);
   std::vector<float> sb(2 * (r.groups + 16), 0.0f);
@@ -161,13 +223,13 @@ KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, in
   for (int64_t n = n0; n < n1; ++n) {
     const uint32_t* w = a.w + n * r.words;
     const char* ahead = reinterpret_cast<const char*>(n + 1 < a.N ? w + r.words : w);  // the next row
-    row_scales(a, r, n, srow, brow);
+    f.row_scales(r, n, srow, brow);
     __m512 tot[M];
     for (int m = 0; m < M; ++m) tot[m] = _mm512_setzero_ps();
     for (int64_t c = 0; c < p.chunks; ++c) {
       _mm_prefetch(ahead + c * 64, _MM_HINT_T1);
       __m512bh q[4];
-      unpack_chunk(w, r, c, q);
+      F::unpack(w, r, c, q);
       const uint32_t* xc = p.xp.data() + c * 64;
       const __m512 s = chunk_scales(srow, r, c);
       for (int m = 0; m < M; ++m) {
@@ -182,9 +244,13 @@ KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, in
         tot[m] = _mm512_fmadd_ps(sum, s, tot[m]);
       }
     }
-    for (int64_t g = 0; g < r.groups; g += 16) {
-      __m512 b = _mm512_loadu_ps(brow + g);
-      for (int m = 0; m < M; ++m) tot[m] = _mm512_fmadd_ps(b, _mm512_loadu_ps(p.xsum.data() + m * p.groups_padded + g), tot[m]);
+    if constexpr (F::kBias) {
+      for (int64_t g = 0; g < r.groups; g += 16) {
+        __m512 b = _mm512_loadu_ps(brow + g);
+        for (int m = 0; m < M; ++m) {
+          tot[m] = _mm512_fmadd_ps(b, _mm512_loadu_ps(p.xsum.data() + m * p.groups_padded + g), tot[m]);
+        }
+      }
     }
     for (int m = 0; m < M; ++m) a.out[m * a.N + n] = _mm512_reduce_add_ps(tot[m]);
   }
@@ -195,7 +261,8 @@ KILN_QMV_BF16 void rows_bf16(const QmvArgs& a, const Bf16Prep& p, int64_t n0, in
 // stream at ~20 GB/s on the Zen 4 VM, ~31 with four), and each x vector
 // loaded once for the four rows. Per row the arithmetic is rows_bf16<1>'s,
 // in the same order.
-KILN_QMV_BF16 void rows_bf16_four(const QmvArgs& a, const Bf16Prep& p, int64_t n0, int64_t n1) {
+template <class F>
+KILN_QMV_BF16 void rows_bf16_four(const Job& a, const F& f, const Bf16Prep& p, int64_t n0, int64_t n1) {
   constexpr int R = 4;
   const RowShape rs = row_shape(a);
   const int64_t G = rs.groups;
@@ -211,7 +278,7 @@ KILN_QMV_BF16 void rows_bf16_four(const QmvArgs& a, const Bf16Prep& p, int64_t n
       ahead[r] = reinterpret_cast<const char*>(n + R + r < a.N ? w[r] + R * rs.words : w[r]);
       srow[r] = sb.data() + 2 * r * (G + 16);
       brow[r] = srow[r] + G + 16;
-      row_scales(a, rs, n + r, srow[r], brow[r]);
+      f.row_scales(rs, n + r, srow[r], brow[r]);
     }
     __m512 tot[R];
     for (int r = 0; r < R; ++r) tot[r] = _mm512_setzero_ps();
@@ -223,7 +290,7 @@ KILN_QMV_BF16 void rows_bf16_four(const QmvArgs& a, const Bf16Prep& p, int64_t n
       for (int r = 0; r < R; ++r) {
         _mm_prefetch(ahead[r] + c * 64, _MM_HINT_T1);
         __m512bh q[4];
-        unpack_chunk(w[r], rs, c, q);
+        F::unpack(w[r], rs, c, q);
         __m512 t0 = _mm512_dpbf16_ps(_mm512_setzero_ps(), q[0], x0);
         __m512 t1 = _mm512_dpbf16_ps(_mm512_setzero_ps(), q[1], x1);
         t0 = _mm512_dpbf16_ps(t0, q[2], x2);
@@ -232,25 +299,42 @@ KILN_QMV_BF16 void rows_bf16_four(const QmvArgs& a, const Bf16Prep& p, int64_t n
       }
     }
     for (int r = 0; r < R; ++r) {
-      for (int64_t g = 0; g < G; g += 16) {
-        tot[r] = _mm512_fmadd_ps(_mm512_loadu_ps(brow[r] + g), _mm512_loadu_ps(p.xsum.data() + g), tot[r]);
+      if constexpr (F::kBias) {
+        for (int64_t g = 0; g < G; g += 16) {
+          tot[r] = _mm512_fmadd_ps(_mm512_loadu_ps(brow[r] + g), _mm512_loadu_ps(p.xsum.data() + g), tot[r]);
+        }
       }
       a.out[n + r] = _mm512_reduce_add_ps(tot[r]);
     }
   }
-  if (n < n1) rows_bf16<1>(a, p, n, n1);
+  if (n < n1) rows_bf16<1>(a, f, p, n, n1);
 }
 
-template <int M>
-void run(const QmvArgs& a, const Bf16Prep& p) {
+template <int M, class F>
+void run(const Job& a, const F& f, const Bf16Prep& p) {
   int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, a.K / 2));
   if constexpr (M == 1) {
     // Pieces from a shared counter: the two vCPUs of a VM finish at
     // different times (threading.h).
     parallel_for_balanced(a.N, std::max<int64_t>(grain, 4),
-                          [&](int64_t n0, int64_t n1) { rows_bf16_four(a, p, n0, n1); });
+                          [&](int64_t n0, int64_t n1) { rows_bf16_four(a, f, p, n0, n1); });
   } else {
-    parallel_for(a.N, grain, [&](int64_t n0, int64_t n1) { rows_bf16<M>(a, p, n0, n1); });
+    parallel_for(a.N, grain, [&](int64_t n0, int64_t n1) { rows_bf16<M>(a, f, p, n0, n1); });
+  }
+}
+
+template <class F>
+void run_rows(const Job& a, const F& f) {
+  const Bf16Prep p = prepare(a, F::kBias);
+  switch (a.M) {
+    case 1: run<1>(a, f, p); break;
+    case 2: run<2>(a, f, p); break;
+    case 3: run<3>(a, f, p); break;
+    case 4: run<4>(a, f, p); break;
+    case 5: run<5>(a, f, p); break;
+    case 6: run<6>(a, f, p); break;
+    case 7: run<7>(a, f, p); break;
+    default: run<8>(a, f, p); break;
   }
 }
 
@@ -258,17 +342,17 @@ void run(const QmvArgs& a, const Bf16Prep& p) {
 
 bool qmv4_avx512_bf16(const QmvArgs& a) {
   if ((a.bits != 4 && a.bits != 8) || a.t != bfloat16 || a.M < 1 || a.M > kQmvMaxRows) return false;
-  Bf16Prep p = prepare(a);
-  switch (a.M) {
-    case 1: run<1>(a, p); break;
-    case 2: run<2>(a, p); break;
-    case 3: run<3>(a, p); break;
-    case 4: run<4>(a, p); break;
-    case 5: run<5>(a, p); break;
-    case 6: run<6>(a, p); break;
-    case 7: run<7>(a, p); break;
-    default: run<8>(a, p); break;
-  }
+  const Job job{a.x, a.M, a.N, a.K, a.w, a.bits, a.group_size, a.out};
+  const Affine f{static_cast<const uint16_t*>(a.scales), static_cast<const uint16_t*>(a.biases),
+                 a.bits == 8 ? 2176.0f : 128.0f};
+  run_rows(job, f);
+  return true;
+}
+
+bool fp4_qmv_avx512_bf16(const FpQmvArgs& a) {
+  if (a.bits != 4 || a.M < 1 || a.M > kQmvMaxRows || a.K % 32 != 0 || a.group_size % 8 != 0) return false;
+  const Job job{a.x, a.M, a.N, a.K, reinterpret_cast<const uint32_t*>(a.w), 4, a.group_size, a.out};
+  run_rows(job, Fp4{a.scales, a.scale_lut});
   return true;
 }
 
