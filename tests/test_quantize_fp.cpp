@@ -189,12 +189,11 @@ TEST(QuantizeFp, QuantizedMatmulMatchesFloat64OnEveryCpuPath) {
   }
 }
 
-TEST(QuantizeFp, Fp4WithBfloat16XOnEveryCpuPath) {
-  // The vdpbf16ps kernel (AVX512-BF16) against the float ones: rows in
+TEST(QuantizeFp, WithBfloat16XOnEveryCpuPath) {
+  // The vdpbf16ps kernels (AVX512-BF16) against the float ones: rows in
   // passes of four and a remainder (N 41), K with a partial last chunk of
-  // 128 values, M 1-8.
+  // 128 values (fp4), M 1-8.
   for (ModeCase m : kModes) {
-    if (m.bits != 4) continue;
     for (int64_t K : {512, 96, 48, 160}) {
       if (K % m.group_size != 0) continue;
       const int N = 41;
@@ -215,6 +214,43 @@ TEST(QuantizeFp, Fp4WithBfloat16XOnEveryCpuPath) {
         cpu::clear_cpu_target_override();
       }
     }
+  }
+}
+
+TEST(QuantizeFp, EveryMxfp8CodeThroughTheProduct) {
+  // w's row n holds codes 32 n .. 32 n + 31 in its first group (every code
+  // over 8 rows, subnormals and NaN included), scale 1 (e8m0 127); x's row
+  // m is the unit vector e_m, so y[m, n] is code 32 n + m's value (NaN on
+  // rows 3 and 7, which hold the NaN codes 0x7f and 0xff: 0 * NaN). Every
+  // CPU path.
+  std::vector<uint32_t> words(8 * 16, 0);
+  for (int n = 0; n < 8; ++n) {
+    for (int j = 0; j < 32; ++j) words[n * 16 + j / 4] |= static_cast<uint32_t>(32 * n + j) << (8 * (j % 4));
+  }
+  array wq(words, {8, 16}, uint32);
+  array scales(std::vector<uint8_t>(8 * 2, 127), {8, 2}, uint8);
+  for (int m0 : {0, 8, 16, 24}) {
+    std::vector<float> xv(8 * 64, 0.0f);
+    for (int m = 0; m < 8; ++m) xv[m * 64 + m0 + m] = 1.0f;
+    array x = astype(array(xv, {8, 64}), bfloat16);
+    for (cpu::CpuTarget level : {cpu::CpuTarget::avx2, cpu::CpuTarget::avx512, cpu::CpuTarget::avx512_bf16}) {
+      if (level > cpu::cpu_target_detected()) continue;
+      cpu::set_cpu_target_override(level);
+      auto y = to_double(astype(quantized_matmul(x, wq, scales, std::nullopt, true, 32, 8, "mxfp8"), float64));
+      for (int m = 0; m < 8; ++m) {
+        for (int n = 0; n < 8; ++n) {
+          const int code = 32 * n + m0 + m;
+          SCOPED_TRACE(std::string(cpu::cpu_target_name(level)) + " code " + std::to_string(code));
+          const double want = static_cast<double>(static_cast<float>(bfloat16_t(static_cast<float>(e4m3_ref(code)))));
+          if (n % 4 == 3) {
+            EXPECT_TRUE(std::isnan(y[m * 8 + n]));
+          } else {
+            EXPECT_EQ(y[m * 8 + n], want);
+          }
+        }
+      }
+    }
+    cpu::clear_cpu_target_override();
   }
 }
 

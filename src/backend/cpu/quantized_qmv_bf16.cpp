@@ -1,5 +1,5 @@
 // 4- and 8-bit QMV for bfloat16 x on CPUs with AVX512-BF16 (`kiln bench`
-// rows qmv_affine4, qmv_affine8, qmv_mxfp4). The general kernel (quantized_qmv.inc) spends a shift, a
+// rows qmv_affine4, qmv_affine8, qmv_mxfp4, qmv_mxfp8). The general kernel (quantized_qmv.inc) spends a shift, a
 // mask, an int->float conversion and an fma on every value, about 39
 // instructions per 64 bytes of weights; that is more than one core can issue
 // while DRAM delivers 64 bytes. Here a pair of values is one bf16 pair of a
@@ -338,6 +338,61 @@ void run_rows(const Job& a, const F& f) {
   }
 }
 
+// ---- mxfp8: e4m3 codes, one e8m0 scale per 32 ----
+//
+// A byte widened to a 16-bit lane becomes its bf16 bits with integer
+// operations: ((b & 0x7f) << 4) + (120 << 7) is e4m3's exponent rebased to
+// bf16's and its 3 mantissa bits on top of bf16's 7, exact for the normal
+// codes; the subnormal codes (exponent 0: m * 2^-9) take a masked vpermw
+// from an 8-entry table, the NaN codes (0x7f, 0xff) a masked move, and the
+// sign bit moves to bit 15. Lane pairs are consecutive values, so x is
+// plain bf16 and a zmm of 32 codes is one group: one vdpbf16ps and one FMA
+// by the group's scale. (The float kernel of quantized_fp_qmv.inc decodes
+// through float16 and vcvtph2ps and ran at 0.15 of the roofline.)
+
+KILN_QMV_BF16 inline __m512bh decode_e4m3(__m256i bytes) {
+  const __m512i b = _mm512_cvtepu8_epi16(bytes);
+  const __m512i mag = _mm512_and_si512(b, _mm512_set1_epi16(0x7f));
+  __m512i v = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(120 << 7));
+  // Exponent 0: m * 2^-9 for m = 0..7 (index = the low five bits: m).
+  const __m512i sub = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x3C60,
+                                       0x3C40, 0x3C20, 0x3C00, 0x3BC0, 0x3B80, 0x3B00, 0);
+  v = _mm512_mask_permutexvar_epi16(v, _mm512_testn_epi16_mask(b, _mm512_set1_epi16(0x78)), b, sub);
+  v = _mm512_mask_mov_epi16(v, _mm512_cmpeq_epi16_mask(mag, _mm512_set1_epi16(0x7f)), _mm512_set1_epi16(0x7fc0));
+  // v | ((b << 8) & 0x8000): the sign (truth table 0xEA: (A & B) | C).
+  return (__m512bh)_mm512_ternarylogic_epi32(_mm512_slli_epi16(b, 8), _mm512_set1_epi16(static_cast<short>(0x8000)), v,
+                                             0xEA);
+}
+
+// Rows [n0, n1) of w (K bytes each) against M rows of bf16 x (xb, [M][K]).
+template <int M>
+KILN_QMV_BF16 void rows_fp8(const FpQmvArgs& a, const uint16_t* xb, int64_t n0, int64_t n1) {
+  const int64_t G = a.K / 32;
+  for (int64_t n = n0; n < n1; ++n) {
+    const uint8_t* w = a.w + n * a.K;
+    const uint8_t* sc = a.scales + n * G;
+    const char* ahead = reinterpret_cast<const char*>(n + 1 < a.N ? w + a.K : w);  // the next row
+    __m512 tot[M][2];
+    for (int m = 0; m < M; ++m) tot[m][0] = tot[m][1] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < G; ++g) {
+      if (g % 2 == 0) _mm_prefetch(ahead + 32 * g, _MM_HINT_T1);
+      const __m512bh q = decode_e4m3(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * g)));
+      const __m512 s = _mm512_set1_ps(a.scale_lut[sc[g]]);
+      for (int m = 0; m < M; ++m) {
+        const __m512bh x = (__m512bh)_mm512_loadu_si512(xb + m * a.K + 32 * g);
+        tot[m][g & 1] = _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), q, x), s, tot[m][g & 1]);
+      }
+    }
+    for (int m = 0; m < M; ++m) a.out[m * a.N + n] = _mm512_reduce_add_ps(_mm512_add_ps(tot[m][0], tot[m][1]));
+  }
+}
+
+template <int M>
+void run_fp8(const FpQmvArgs& a, const uint16_t* xb) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, a.K));
+  parallel_for_balanced(a.N, grain, [&](int64_t n0, int64_t n1) { rows_fp8<M>(a, xb, n0, n1); });
+}
+
 }  // namespace
 
 bool qmv4_avx512_bf16(const QmvArgs& a) {
@@ -346,6 +401,23 @@ bool qmv4_avx512_bf16(const QmvArgs& a) {
   const Affine f{static_cast<const uint16_t*>(a.scales), static_cast<const uint16_t*>(a.biases),
                  a.bits == 8 ? 2176.0f : 128.0f};
   run_rows(job, f);
+  return true;
+}
+
+bool fp8_qmv_avx512_bf16(const FpQmvArgs& a) {
+  if (a.bits != 8 || a.group_size != 32 || a.M < 1 || a.M > kQmvMaxRows || a.K % 32 != 0) return false;
+  std::vector<uint16_t> xb(a.M * a.K);
+  for (int64_t i = 0; i < a.M * a.K; ++i) xb[i] = static_cast<uint16_t>(bf16_bits(a.x[i]));
+  switch (a.M) {
+    case 1: run_fp8<1>(a, xb.data()); break;
+    case 2: run_fp8<2>(a, xb.data()); break;
+    case 3: run_fp8<3>(a, xb.data()); break;
+    case 4: run_fp8<4>(a, xb.data()); break;
+    case 5: run_fp8<5>(a, xb.data()); break;
+    case 6: run_fp8<6>(a, xb.data()); break;
+    case 7: run_fp8<7>(a, xb.data()); break;
+    default: run_fp8<8>(a, xb.data()); break;
+  }
   return true;
 }
 
