@@ -120,10 +120,12 @@ TEST_P(GemmKernels, RandomOddSizesAndLayouts) {
 TEST_P(GemmKernels, SeveralCacheBlocksAndThreads) {
   // K beyond one KC block (fp32 accumulation across blocks, bf16 output via
   // the fp32 workspace), M and N beyond one register tile with ragged edges;
-  // M = 16 and 24 take the 8 x 48 tiles (prefer_small_m_tile).
+  // M = 16 and 24 take the 8 x 48 tiles (prefer_small_m_tile); bf16 at M
+  // <= 32 with a row-major B the in-place vdpbf16ps path (odd K, column
+  // tails, several y blocks: 1030 columns at M = 16).
   std::mt19937 rng(99);
   const int64_t shapes[][3] = {{37, 45, 1031}, {129, 33, 257}, {5, 300, 700}, {300, 3, 601}, {16, 101, 1031},
-                               {24, 300, 333}};
+                               {24, 300, 333}, {16, 1030, 515}, {9, 77, 1031}, {1, 2100, 99}, {32, 130, 515}};
   for (const auto& s : shapes) {
     for (Kind kind : kKinds) {
       double e = run_case(s[0], s[1], s[2], Layout::row_major, Layout::row_major, kind, 2, rng);

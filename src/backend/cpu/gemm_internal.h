@@ -83,6 +83,12 @@ bool try_gemv_avx512(const GemmArgs& g, bool a_is_bf16, bool b_is_bf16, bool out
 // Largest M the matrix-vector path takes.
 inline constexpr int64_t kGemvMaxM = 8;
 
+// Small-M bf16 x bf16 on vdpbf16ps with a row-major B read in place
+// (gemm_gemv_bf16.cpp; the caller checks for AVX512-BF16): false when the
+// shape or layout is not one it handles.
+inline constexpr int kGemvBf16MaxM = 32;
+bool try_gemv_bf16_dot(const GemmArgs& g, bool out_bf16);
+
 // Threads worth using for `flops` of work (OpenMP start-up is a few
 // microseconds; below ~1 MFLOP one thread wins).
 int useful_threads(int requested, double flops);

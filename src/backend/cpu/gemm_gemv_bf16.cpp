@@ -1,0 +1,180 @@
+// Small-M bfloat16 GEMM on vdpbf16ps with B read in place (M <= 32, B
+// row-major [K, N], AVX512-BF16 CPUs): `kiln bench` rows bf16_gemv and
+// bf16_gemm at M = 16.
+//
+// Why. At M <= 16 the product is a stream over B (K * N * 2 bytes) with
+// little arithmetic per byte. The blocked GEMM packs B first (a second read
+// and a write of all of it: at M = 16, 4096 x 4096, the packing took more
+// samples than the kernel), and the float matrix-vector path (gemm_gemv.cpp)
+// widens every B value and keeps M rows of y in flight per FMA: at M = 8 it
+// ran 4096 x 4096 in 6.2 ms, slower than the packed GEMM at M = 16.
+//
+// How. Rows k and k + 1 of B interleave into bf16 pairs with one vpunpck
+// per 16 columns (vpunpcklwd / vpunpckhwd work within 128-bit lanes, so a
+// 32-column strip comes out as columns {0-3, 8-11, 16-19, 24-27} and {4-7,
+// 12-15, 20-23, 28-31}; y keeps that order and the write-out puts columns
+// back), and each pair vector meets x's (x[m][k], x[m][k + 1]) pair,
+// broadcast, in one vdpbf16ps per row of x. Four pairs of rows per pass, a
+// block of y (M rows x W columns, <= 64 KB) in L1/L2 as in gemm_gemv.cpp,
+// threads over column ranges. An odd K pairs its last row with zeros.
+// Products are exact (bf16 x bf16 in float32) and the sums float32, as the
+// blocked bf16 GEMM's vdpbf16ps kernel computes them.
+// Measured (Zen 4/5 VM, 2 threads, 4096 x 4096, session 25): M = 1 0.73 ms
+// (the float path 0.6-0.7), M = 8 6.2 -> 1.06 ms, M = 16 3.6 -> 1.87 ms,
+// M = 32 4.9 -> 3.2 ms (the packed GEMM before); from M = 33 the packed GEMM.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include <omp.h>
+
+#include "backend/cpu/avx512_target.h"
+#include "backend/cpu/gemm_internal.h"
+
+#define KILN_GEMV_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
+
+namespace kiln::cpu::gemm_detail {
+namespace {
+
+constexpr int kPairsPerPass = 4;
+constexpr int64_t kYFloats = 16384;  // 64 KB of y per block
+constexpr int64_t kAheadRows = 32;   // B rows prefetched ahead, into L2
+
+struct Problem {
+  int64_t M, N, K, Kp;  // Kp: pairs of rows of B
+  const uint32_t* xp;   // [Kp][M] x's bf16 pairs, pair-major
+  const uint16_t* B;
+  int64_t ldb;
+  void* C;
+  int64_t ldc;
+  bool c_bf16;
+};
+
+KILN_GEMV_BF16 inline __mmask32 strip_mask(int64_t n) {
+  return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+}
+
+// y[MM][ystride] += pairs [p0, p0 + G) of B's rows against x, columns [0, w)
+// of the block at b (B + the block's first column).
+// y's block: MM rows of W columns, row stride YS (W plus a line: rows W * 4
+// bytes apart, a multiple of 4 KB, all fell in the same L1 sets; M = 16
+// ran 4.9 ms unpadded, 3.2 padded).
+template <int MM>
+constexpr int64_t kW = std::max<int64_t>(32, kYFloats / MM / 32 * 32);
+template <int MM>
+constexpr int64_t kYS = kW<MM> + 16;
+
+template <int MM, int G>
+KILN_GEMV_BF16 void pass(const Problem& p, const uint16_t* b, int64_t p0, int64_t w, float* y) {
+  constexpr int64_t ystride = kYS<MM>;
+  const uint16_t* rows[2 * G];
+  for (int r = 0; r < 2 * G; ++r) {
+    const int64_t k = 2 * p0 + r;
+    rows[r] = k < p.K ? b + k * p.ldb : nullptr;  // an odd K's missing row: zeros
+  }
+  const int64_t ahead = 2 * p0 + 2 * G + kAheadRows <= p.K ? kAheadRows * p.ldb : 0;
+  for (int64_t j = 0; j < w; j += 32) {
+    const __mmask32 mask = strip_mask(w - j);
+    __m512i lo[G], hi[G];
+#pragma GCC unroll 4
+    for (int q = 0; q < G; ++q) {
+      const __m512i r0 = _mm512_maskz_loadu_epi16(mask, rows[2 * q] + j);
+      const __m512i r1 = rows[2 * q + 1] ? _mm512_maskz_loadu_epi16(mask, rows[2 * q + 1] + j) : _mm512_setzero_si512();
+      if (ahead) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[2 * q] + j + ahead), _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(rows[2 * q + 1] + j + ahead), _MM_HINT_T1);
+      }
+      lo[q] = _mm512_unpacklo_epi16(r0, r1);
+      hi[q] = _mm512_unpackhi_epi16(r0, r1);
+    }
+#pragma GCC unroll 16
+    for (int m = 0; m < MM; ++m) {
+      float* ym = y + m * ystride + j;
+      __m512 a = _mm512_load_ps(ym), c = _mm512_load_ps(ym + 16);
+#pragma GCC unroll 4
+      for (int q = 0; q < G; ++q) {
+        const __m512bh xv = (__m512bh)_mm512_set1_epi32(static_cast<int>(p.xp[(p0 + q) * MM + m]));
+        a = _mm512_dpbf16_ps(a, (__m512bh)lo[q], xv);
+        c = _mm512_dpbf16_ps(c, (__m512bh)hi[q], xv);
+      }
+      _mm512_store_ps(ym, a);
+      _mm512_store_ps(ym + 16, c);
+    }
+  }
+}
+
+// Column of a strip's lane: lo lane 4 q + t is column 8 q + t, hi lane
+// 4 q + t column 8 q + 4 + t.
+inline int64_t strip_lane(int64_t c) { return (c % 8 < 4 ? 0 : 16) + 4 * (c / 8) + c % 4; }
+
+template <int MM>
+KILN_GEMV_BF16 void columns(const Problem& p, int64_t n0, int64_t n1) {
+  constexpr int64_t W = kW<MM>, YS = kYS<MM>;
+  std::vector<float> ybuf(MM * YS + 16);
+  float* y = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ybuf.data()) + 63) / 64 * 64);
+  for (int64_t w0 = n0; w0 < n1; w0 += W) {
+    const int64_t w = std::min(W, n1 - w0);
+    std::fill(y, y + MM * YS, 0.0f);
+    const uint16_t* b = p.B + w0;
+    int64_t q = 0;
+    for (; q + kPairsPerPass <= p.Kp; q += kPairsPerPass) pass<MM, kPairsPerPass>(p, b, q, w, y);
+    for (; q < p.Kp; ++q) pass<MM, 1>(p, b, q, w, y);
+    for (int m = 0; m < MM; ++m) {
+      for (int64_t c = 0; c < w; ++c) {
+        const float v = y[m * YS + (c / 32) * 32 + strip_lane(c % 32)];
+        const int64_t off = m * p.ldc + w0 + c;
+        if (p.c_bf16) {
+          static_cast<bfloat16_t*>(p.C)[off] = bfloat16_t(v);
+        } else {
+          static_cast<float*>(p.C)[off] = v;
+        }
+      }
+    }
+  }
+}
+
+using ColumnsFn = void (*)(const Problem&, int64_t, int64_t);
+
+template <int... Ms>
+ColumnsFn pick(int64_t M, std::integer_sequence<int, Ms...>) {
+  ColumnsFn fn = nullptr;
+  ((M == Ms + 1 ? (fn = &columns<Ms + 1>) : fn), ...);
+  return fn;
+}
+
+}  // namespace
+
+bool try_gemv_bf16_dot(const GemmArgs& g, bool out_bf16) {
+  if (g.M < 1 || g.M > kGemvBf16MaxM || g.N <= 0 || g.K <= 0 || g.b_col_stride != 1) return false;
+  Problem p{};
+  p.M = g.M, p.N = g.N, p.K = g.K, p.Kp = (g.K + 1) / 2;
+  p.B = static_cast<const uint16_t*>(g.B);
+  p.ldb = g.b_row_stride;
+  p.C = g.C, p.ldc = g.ldc, p.c_bf16 = out_bf16;
+  std::vector<uint32_t> xp(p.M * p.Kp, 0u);
+  const auto* A = static_cast<const uint16_t*>(g.A);
+  for (int64_t m = 0; m < p.M; ++m) {
+    for (int64_t k = 0; k < p.K; ++k) {
+      const uint32_t v = A[m * g.a_row_stride + k * g.a_col_stride];
+      xp[(k / 2) * p.M + m] |= k % 2 ? v << 16 : v;
+    }
+  }
+  p.xp = xp.data();
+  const ColumnsFn fn = pick(p.M, std::make_integer_sequence<int, kGemvBf16MaxM>{});
+  // Threads by bytes of B (as gemm_gemv.cpp), over 32-column strips.
+  const double b_bytes = 2.0 * static_cast<double>(p.K) * p.N;
+  const int64_t strips = (p.N + 31) / 32;
+  int nt = std::max(1, std::min<int>(g.threads, static_cast<int>(b_bytes / (256 * 1024))));
+  nt = static_cast<int>(std::min<int64_t>(nt, strips));
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    int64_t s0, s1;
+    split_range(strips, omp_get_num_threads(), omp_get_thread_num(), &s0, &s1);
+    const int64_t n0 = s0 * 32, n1 = std::min(p.N, s1 * 32);
+    if (n0 < n1) fn(p, n0, n1);
+  }
+  return true;
+}
+
+}  // namespace kiln::cpu::gemm_detail
