@@ -86,7 +86,10 @@ inline constexpr int64_t kGemvMaxM = 8;
 // Small-M bf16 x bf16 on vdpbf16ps with a row-major B read in place
 // (gemm_gemv_bf16.cpp; the caller checks for AVX512-BF16): false when the
 // shape or layout is not one it handles.
+// With a transposed B (unit row stride: a weight [N, K] as x W^T) it takes
+// M <= kGemvBf16DotMaxM.
 inline constexpr int kGemvBf16MaxM = 32;
+inline constexpr int kGemvBf16DotMaxM = 8;
 bool try_gemv_bf16_dot(const GemmArgs& g, bool out_bf16);
 
 // Threads worth using for `flops` of work (OpenMP start-up is a few
