@@ -27,6 +27,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <omp.h>
@@ -136,12 +138,11 @@ KILN_GEMV_BF16 void columns(const Problem& p, int64_t n0, int64_t n1) {
   }
 }
 
-using ColumnsFn = void (*)(const Problem&, int64_t, int64_t);
-
-template <int... Ms>
-ColumnsFn pick(int64_t M, std::integer_sequence<int, Ms...>) {
-  ColumnsFn fn = nullptr;
-  ((M == Ms + 1 ? (fn = &columns<Ms + 1>) : fn), ...);
+// make(std::integral_constant<int, M>) for the M among 1 .. sizeof...(Ms).
+template <typename Make, int... Ms>
+auto pick_m(int64_t M, std::integer_sequence<int, Ms...>, Make make) {
+  decltype(make(std::integral_constant<int, 1>{})) fn = nullptr;
+  ((M == Ms + 1 ? (fn = make(std::integral_constant<int, Ms + 1>{})) : fn), ...);
   return fn;
 }
 
@@ -214,15 +215,6 @@ KILN_GEMV_BF16 void dot_range(const DotProblem& p, int64_t n0, int64_t n1) {
   for (; n < n1; ++n) dot_group<MM, 1>(p, n);
 }
 
-using DotFn = void (*)(const DotProblem&, int64_t, int64_t);
-
-template <int... Ms>
-DotFn pick_dot(int64_t M, std::integer_sequence<int, Ms...>) {
-  DotFn fn = nullptr;
-  ((M == Ms + 1 ? (fn = &dot_range<Ms + 1>) : fn), ...);
-  return fn;
-}
-
 // Threads over column ranges by bytes of B (as gemm_gemv.cpp), in units of
 // `unit` columns.
 template <typename F>
@@ -255,7 +247,8 @@ bool try_dot(const GemmArgs& g, bool out_bf16) {
       for (int64_t k = 0; k < g.K; ++k) xbuf[m * g.K + k] = A[m * g.a_row_stride + k * g.a_col_stride];
     p.x = xbuf.data();
   }
-  const DotFn fn = pick_dot(p.M, std::make_integer_sequence<int, kGemvBf16DotMaxM>{});
+  const auto fn = pick_m(p.M, std::make_integer_sequence<int, kGemvBf16DotMaxM>{},
+                         [](auto mm) { return &dot_range<decltype(mm)::value>; });
   over_columns(g, 8, [&](int64_t n0, int64_t n1) { fn(p, n0, n1); });
   return true;
 }
@@ -280,7 +273,8 @@ bool try_gemv_bf16_dot(const GemmArgs& g, bool out_bf16) {
     }
   }
   p.xp = xp.data();
-  const ColumnsFn fn = pick(p.M, std::make_integer_sequence<int, kGemvBf16MaxM>{});
+  const auto fn = pick_m(p.M, std::make_integer_sequence<int, kGemvBf16MaxM>{},
+                         [](auto mm) { return &columns<decltype(mm)::value>; });
   over_columns(g, 32, [&](int64_t n0, int64_t n1) { fn(p, n0, n1); });  // 32-column strips
   return true;
 }

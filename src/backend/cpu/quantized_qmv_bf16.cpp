@@ -1,6 +1,7 @@
 // 4- and 8-bit QMV for bfloat16 x on CPUs with AVX512-BF16 (`kiln bench`
-// rows qmv_affine4, qmv_affine8, qmv_mxfp4, qmv_mxfp8). The general kernel (quantized_qmv.inc) spends a shift, a
-// mask, an int->float conversion and an fma on every value, about 39
+// rows qmv_affine4, qmv_affine8, qmv_mxfp4, qmv_mxfp8). The general kernel
+// (quantized_qmv.inc) spends a shift, a mask, an int->float conversion
+// and an fma on every value, about 39
 // instructions per 64 bytes of weights; that is more than one core can issue
 // while DRAM delivers 64 bytes. Here a pair of values is one bf16 pair of a
 // vdpbf16ps: a shift and one vpternlogd turn 16 words into 32 bf16 values
