@@ -388,10 +388,44 @@ KILN_QMV_BF16 void rows_fp8(const FpQmvArgs& a, const uint16_t* xb, int64_t n0, 
   }
 }
 
+// M = 1: four rows a quarter of the range apart per pass, four streams per
+// core (4096 x 14336, alternating in one process: 2.32-2.51 -> 2.04-2.19 ms).
+KILN_QMV_BF16 void rows_fp8_four(const FpQmvArgs& a, const uint16_t* xb, int64_t n0, int64_t n1) {
+  constexpr int R = 4;
+  const int64_t G = a.K / 32, h = (n1 - n0) / R;
+  for (int64_t n = n0; n < n0 + h; ++n) {
+    const uint8_t* w[R];
+    const uint8_t* sc[R];
+    __m512 tot[R];
+    for (int r = 0; r < R; ++r) {
+      w[r] = a.w + (n + r * h) * a.K;
+      sc[r] = a.scales + (n + r * h) * G;
+      tot[r] = _mm512_setzero_ps();
+    }
+    for (int64_t g = 0; g < G; ++g) {
+      const __m512bh x = (__m512bh)_mm512_loadu_si512(xb + 32 * g);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m512bh q = decode_e4m3(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[r] + 32 * g)));
+        tot[r] = _mm512_fmadd_ps(_mm512_dpbf16_ps(_mm512_setzero_ps(), q, x), _mm512_set1_ps(a.scale_lut[sc[r][g]]),
+                                 tot[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) a.out[n + r * h] = _mm512_reduce_add_ps(tot[r]);
+  }
+  if (n0 + R * h < n1) rows_fp8<1>(a, xb, n0 + R * h, n1);
+}
+
 template <int M>
 void run_fp8(const FpQmvArgs& a, const uint16_t* xb) {
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, a.K));
-  parallel_for_balanced(a.N, grain, [&](int64_t n0, int64_t n1) { rows_fp8<M>(a, xb, n0, n1); });
+  parallel_for_balanced(a.N, grain, [&](int64_t n0, int64_t n1) {
+    if constexpr (M == 1) {
+      rows_fp8_four(a, xb, n0, n1);
+    } else {
+      rows_fp8<M>(a, xb, n0, n1);
+    }
+  });
 }
 
 }  // namespace
