@@ -186,6 +186,22 @@ KILN_V512 inline __m256i to_bf16_bits_int(__m512 v) {
   const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
   return _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40)));
 }
+// x + 0x7fff + (bit 16 of x): round to nearest even in the high half. In the
+// write passes every NaN is a quiet one with a zero low half (widened from
+// 16 bits, or the default NaN of an operation on those), so the add neither
+// carries out of the low half nor clears the quiet bit: the high half is
+// then exactly Cvt<bfloat16_t>::make's result, NaN included, and no
+// denormal check is needed (vcvtneps2bf16 reads denormals as zero). Used
+// for the round trips to bf16 and back inside the passes (layer_norm bf16
+// [4096, 4096] 3.83-3.87 -> 3.25-3.46 ms, rms_norm 2.44-2.54 -> 2.05-2.32
+// ms, alternating in one process, outputs bit-identical; session 25). The
+// final stores keep to_bf16_bits: this rounding and a vpmovdw there measured
+// 4-8% slower than vcvtneps2bf16 with its denormal test.
+KILN_V512 inline __m512i bf16_rounding_add(__m512 v) {
+  const __m512i x = _mm512_castps_si512(v);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  return _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
+}
 template <bool kNe>
 KILN_V512 inline __m256i to_bf16_bits(__m512 v) {
   if constexpr (kNe) {
@@ -233,7 +249,7 @@ KILN_V512 inline __m512 round_to(__m512 v) {
   if constexpr (std::is_same_v<T, float>) {
     return v;
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(to_bf16_bits<kNe>(v)), 16));
+    return _mm512_castsi512_ps(_mm512_and_si512(bf16_rounding_add(v), _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
   } else {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
