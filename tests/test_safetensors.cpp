@@ -133,6 +133,13 @@ TEST(Safetensors, HostileHeadersAreErrors) {
   EXPECT_TRUE(rejects(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551612,0]}})", {0, 0, 0, 0},
                       "data_offsets"));
   EXPECT_TRUE(rejects(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})", {1, 7}, "neither 0 nor 1"));
+  // Numbers that are not integers (a float too large for int64: the
+  // fuzzer's find of session 25) and negative offsets.
+  EXPECT_TRUE(rejects(R"({"a":{"dtype":"BOOL","shape":[23333333333333333333333333333333333333],"data_offsets":[0,2]}})",
+                      {0, 0}, "not an integer"));
+  EXPECT_TRUE(rejects(R"({"a":{"dtype":"BOOL","shape":[2.5],"data_offsets":[0,2]}})", {0, 0}, "not an integer"));
+  EXPECT_TRUE(rejects(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2.0]}})", {0, 0}, "not byte offsets"));
+  EXPECT_TRUE(rejects(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[-1,1]}})", {0, 0}, "not byte offsets"));
   EXPECT_TRUE(rejects(R"({"a":{"dtype":"F32","shape":"x","data_offsets":[0,4]}})", {0, 0, 0, 0}, "malformed"));
   EXPECT_TRUE(rejects(R"({"a":[1,2]})", {}, "malformed"));
   EXPECT_TRUE(rejects(R"([1,2])", {}, "not a JSON object"));

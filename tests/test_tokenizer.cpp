@@ -357,6 +357,11 @@ TEST(Tokenizer, BadInputsAreErrors) {
   EXPECT_TRUE(kiln::test::throws_error([&] { Tokenizer::from_json(R"({"model":{"type":"WordPiece"}})"); },
                                        {"WordPiece"}));
   EXPECT_TRUE(kiln::test::throws_error([&] { Tokenizer::from_file("/no/such/tokenizer.json"); }, {"/no/such"}));
+  // Ids that are not small integers: a float, a huge one, a negative one.
+  for (const char* id : {"1.5", "1e40", "2147483647", "-1"}) {
+    const std::string text = std::string(R"({"model":{"type":"BPE","vocab":{"a":0,"b":)") + id + R"(},"merges":[]}})";
+    EXPECT_TRUE(kiln::test::throws_error([&] { Tokenizer::from_json(text); }, {"from_json", "\"b\"", "2^24"})) << id;
+  }
 }
 
 // Chat templates: the families' Hugging Face templates rendered by jinja2

@@ -136,7 +136,12 @@ SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice) {
       }
       Shape shape;
       size_t count = 1;
-      for (auto& d : entry.at("shape")) {
+      const auto& dims = entry.at("shape");
+      if (!dims.is_array()) bad_file(file, "entry " + name + " is malformed: its shape is not an array");
+      for (auto& d : dims) {
+        // An integer, not a float (nlohmann would convert 1e40 to int64_t
+        // by a cast whose overflow is undefined).
+        if (!d.is_number_integer()) bad_file(file, name + " has a dimension that is not an integer: " + d.dump());
         int64_t n = d.get<int64_t>();
         if (n < 0 || n > INT32_MAX) bad_file(file, name + " has a bad dimension " + d.dump());
         // More elements than data bytes can never fit; checking here also
@@ -144,6 +149,13 @@ SafetensorsLoad load_safetensors(const std::string& file, StreamOrDevice) {
         if (n > 0 && count > data_size / static_cast<size_t>(n)) bad_file(file, name + " is larger than the file");
         shape.push_back(static_cast<int>(n));
         count *= static_cast<size_t>(n);
+      }
+      const auto& offs = entry.at("data_offsets");
+      if (!offs.is_array()) bad_file(file, "entry " + name + " is malformed: its data_offsets are not an array");
+      for (auto& o : offs) {
+        if (!o.is_number_unsigned()) {
+          bad_file(file, name + " has data_offsets " + entry.at("data_offsets").dump() + " that are not byte offsets");
+        }
       }
       auto offsets = entry.at("data_offsets").get<std::vector<uint64_t>>();
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||

@@ -148,14 +148,22 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
     m.ignore_merges = model.value("ignore_merges", false);
     m.byte_fallback = model.value("byte_fallback", false);
 
+    // Ids are integers below 2^24 (a float or a huge id would convert with
+    // undefined behaviour, and size the table from the file's say-so).
+    auto token_id = [](const json& v, const std::string& what) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= (int64_t{1} << 24)) {
+        throw Error(std::string(kOrigin) + ": the id of \"" + what + "\" is not an integer in [0, 2^24): " + v.dump());
+      }
+      return static_cast<int32_t>(v.get<int64_t>());
+    };
     std::vector<std::pair<std::string, int32_t>> entries;
     for (auto it = model.at("vocab").begin(); it != model.at("vocab").end(); ++it) {
-      entries.emplace_back(it.key(), it.value().get<int32_t>());
+      entries.emplace_back(it.key(), token_id(it.value(), it.key()));
     }
     const json added = j.value("added_tokens", json::array());
     int32_t n = 0;
     for (auto& [t, id] : entries) n = std::max(n, id + 1);
-    for (const auto& a : added) n = std::max(n, a.at("id").get<int32_t>() + 1);
+    for (const auto& a : added) n = std::max(n, token_id(a.at("id"), a.value("content", std::string("added token"))) + 1);
     m.tokens.assign(n, "");
     m.types.assign(n, TokenType::normal);
     for (auto& [t, id] : entries) {
