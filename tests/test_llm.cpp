@@ -391,6 +391,16 @@ TEST(LlmConfig, ParsesHuggingFaceConfigs) {
 
 TEST(LlmErrors, BadConfigsTensorsAndArgumentsThrow) {
   EXPECT_THROW(config_from_hf_json("{not json"), Error);
+  // Values of the wrong JSON type or out of range are Errors naming the key
+  // (not nlohmann's exceptions, not undefined casts).
+  const std::string base = R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8, "intermediate_size": 16,
+      "num_hidden_layers": 1, "num_attention_heads": 2, )";
+  for (const char* extra : {R"("rope_theta": 1e300})", R"("rope_theta": "big"})", R"("head_dim": 1e40})",
+                            R"("head_dim": 2.5})", R"("num_key_value_heads": 4294967298})",
+                            R"("tie_word_embeddings": 1})", R"("rope_scaling": {"type": 3}})"}) {
+    EXPECT_TRUE(test::throws_error([&] { config_from_hf_json(base + extra); }, {"config_from_hf_json", "is not"}))
+        << extra;
+  }
   EXPECT_THROW(config_from_hf_json(R"({"model_type": "gpt2", "vocab_size": 10})"), Error);
   EXPECT_THROW(config_from_hf_json(R"({"model_type": "llama", "vocab_size": 10})"), Error);
   EXPECT_THROW(config_from_hf_json(R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 8,

@@ -1,7 +1,10 @@
 // Model configuration from a Hugging Face config.json, and the rotary
 // periods of Llama 3's frequency scaling (mlx-lm's Llama3RoPE).
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/llm.h"
@@ -11,10 +14,35 @@ namespace {
 
 using nlohmann::json;
 
+// j[key] as T, or fallback when it is missing or null. A value of another
+// JSON type, or a number out of T's range, is an Error naming the key
+// (nlohmann's own conversions would throw its type_error, or cast 1e40 to
+// int / 1e300 to float with undefined behaviour).
 template <typename T>
 T get_or(const json& j, const char* key, T fallback) {
   auto it = j.find(key);
-  return it == j.end() || it->is_null() ? fallback : it->get<T>();
+  if (it == j.end() || it->is_null()) return fallback;
+  auto bad = [&](const char* what) {
+    return Error(std::string("[llm::config_from_hf_json] \"") + key + "\" is not " + what + ": " +
+                 it->dump().substr(0, 100));
+  };
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (!it->is_string()) throw bad("a string");
+  } else if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) throw bad("true or false");
+  } else if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer() || it->get<int64_t>() < std::numeric_limits<T>::min() ||
+        it->get<int64_t>() > std::numeric_limits<T>::max()) {
+      throw bad("an integer in range");
+    }
+  } else {
+    static_assert(std::is_floating_point_v<T>);
+    if (!it->is_number() || !(std::fabs(it->get<double>()) <= std::numeric_limits<T>::max())) {
+      throw bad("a finite number in range");
+    }
+    return static_cast<T>(it->get<double>());
+  }
+  return it->get<T>();
 }
 
 int require_int(const json& j, const char* key) {
