@@ -44,15 +44,7 @@ KILN_TARGET_AVX512 inline __m512 load16(const bfloat16_t* p, __mmask16 m) {
 
 inline __mmask16 tail_mask(int64_t n) { return static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u); }
 
-void write_out(const GemvProblem& p, int64_t m, int64_t n, float v) {
-  char* c = static_cast<char*>(p.C);
-  int64_t off = m * p.c_rs + n * p.c_cs;
-  if (p.c_bf16) {
-    reinterpret_cast<bfloat16_t*>(c)[off] = bfloat16_t(v);
-  } else {
-    reinterpret_cast<float*>(c)[off] = v;
-  }
-}
+void write_out(const GemvProblem& p, int64_t m, int64_t n, float v) { store_c(p.C, p.c_bf16, m * p.c_rs + n * p.c_cs, v); }
 
 // y[MM][ystride] += x[MM][k..k+G) * B[k..k+G)[0..w): G rows of B per pass
 // over y, so each y load/store is shared by G FMAs.
@@ -188,11 +180,12 @@ KILN_TARGET_AVX512 void dot_range(const GemvProblem& p, int64_t n0, int64_t n1) 
 
 using RangeFn = void (*)(const GemvProblem&, int64_t, int64_t);
 
-template <class TB, int... Ms>
-RangeFn pick(bool rows, int64_t M, std::integer_sequence<int, Ms...>) {
-  RangeFn fn = nullptr;
-  ((M == Ms + 1 ? (fn = rows ? &rows_range<Ms + 1, TB> : &dot_range<Ms + 1, TB>) : fn), ...);
-  return fn;
+template <class TB>
+RangeFn pick(bool rows, int64_t M) {
+  return pick_m(M, std::make_integer_sequence<int, kGemvMaxM>{}, [rows](auto mm) -> RangeFn {
+    constexpr int k = decltype(mm)::value;
+    return rows ? &rows_range<k, TB> : &dot_range<k, TB>;
+  });
 }
 
 }  // namespace
@@ -239,23 +232,10 @@ bool try_gemv_avx512(const GemmArgs& g, bool a_is_bf16, bool b_is_bf16, bool out
     p.ldx = p.K;
   }
 
-  RangeFn fn = p.b_bf16 ? pick<bfloat16_t>(rows, p.M, std::make_integer_sequence<int, kGemvMaxM>{})
-                        : pick<float>(rows, p.M, std::make_integer_sequence<int, kGemvMaxM>{});
-  // Threads by bytes of B: below ~256 KB one thread streams it in
-  // microseconds and fork/join would dominate.
-  const double b_bytes = double(p.K) * p.N * (p.b_bf16 ? 2 : 4);
-  int nt = std::max(1, std::min<int>(g.threads, static_cast<int>(b_bytes / (256 * 1024))));
+  RangeFn fn = p.b_bf16 ? pick<bfloat16_t>(rows, p.M) : pick<float>(rows, p.M);
   // Chunks on 16-column (one vector) boundaries for the row-major kernel.
-  const int64_t unit = rows ? 16 : 1;
-  const int64_t units = (p.N + unit - 1) / unit;
-  nt = static_cast<int>(std::min<int64_t>(nt, units));
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
-    int64_t u0, u1;
-    split_range(units, omp_get_num_threads(), omp_get_thread_num(), &u0, &u1);
-    int64_t n0 = u0 * unit, n1 = std::min(p.N, u1 * unit);
-    if (n0 < n1) fn(p, n0, n1);
-  }
+  over_columns(g.threads, double(p.K) * p.N * (p.b_bf16 ? 2 : 4), p.N, rows ? 16 : 1,
+               [&](int64_t n0, int64_t n1) { fn(p, n0, n1); });
   return true;
 }
 

@@ -27,11 +27,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <type_traits>
-#include <utility>
 #include <vector>
-
-#include <omp.h>
 
 #include "backend/cpu/avx512_target.h"
 #include "backend/cpu/gemm_internal.h"
@@ -126,24 +122,10 @@ KILN_GEMV_BF16 void columns(const Problem& p, int64_t n0, int64_t n1) {
     for (; q < p.Kp; ++q) pass<MM, 1>(p, b, q, w, y);
     for (int m = 0; m < MM; ++m) {
       for (int64_t c = 0; c < w; ++c) {
-        const float v = y[m * YS + (c / 32) * 32 + strip_lane(c % 32)];
-        const int64_t off = m * p.ldc + w0 + c;
-        if (p.c_bf16) {
-          static_cast<bfloat16_t*>(p.C)[off] = bfloat16_t(v);
-        } else {
-          static_cast<float*>(p.C)[off] = v;
-        }
+        store_c(p.C, p.c_bf16, m * p.ldc + w0 + c, y[m * YS + (c / 32) * 32 + strip_lane(c % 32)]);
       }
     }
   }
-}
-
-// make(std::integral_constant<int, M>) for the M among 1 .. sizeof...(Ms).
-template <typename Make, int... Ms>
-auto pick_m(int64_t M, std::integer_sequence<int, Ms...>, Make make) {
-  decltype(make(std::integral_constant<int, 1>{})) fn = nullptr;
-  ((M == Ms + 1 ? (fn = make(std::integral_constant<int, Ms + 1>{})) : fn), ...);
-  return fn;
 }
 
 // ---- B transposed (column-major, the weight [N, K] of a linear layer) ----
@@ -194,13 +176,7 @@ KILN_GEMV_BF16 void dot_group(const DotProblem& p, int64_t n) {
   }
   for (int m = 0; m < MM; ++m) {
     for (int c = 0; c < NC; ++c) {
-      const float v = _mm512_reduce_add_ps(acc[m][c]);
-      const int64_t off = m * p.ldc + n + c;
-      if (p.c_bf16) {
-        static_cast<bfloat16_t*>(p.C)[off] = bfloat16_t(v);
-      } else {
-        static_cast<float*>(p.C)[off] = v;
-      }
+      store_c(p.C, p.c_bf16, m * p.ldc + n + c, _mm512_reduce_add_ps(acc[m][c]));
     }
   }
 }
@@ -213,23 +189,6 @@ KILN_GEMV_BF16 void dot_range(const DotProblem& p, int64_t n0, int64_t n1) {
   int64_t n = n0;
   for (; n + NC <= n1; n += NC) dot_group<MM, NC>(p, n);
   for (; n < n1; ++n) dot_group<MM, 1>(p, n);
-}
-
-// Threads over column ranges by bytes of B (as gemm_gemv.cpp), in units of
-// `unit` columns.
-template <typename F>
-void over_columns(const GemmArgs& g, int64_t unit, F&& f) {
-  const double b_bytes = 2.0 * static_cast<double>(g.K) * g.N;
-  const int64_t units = (g.N + unit - 1) / unit;
-  int nt = std::max(1, std::min<int>(g.threads, static_cast<int>(b_bytes / (256 * 1024))));
-  nt = static_cast<int>(std::min<int64_t>(nt, units));
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
-    int64_t u0, u1;
-    split_range(units, omp_get_num_threads(), omp_get_thread_num(), &u0, &u1);
-    const int64_t n0 = u0 * unit, n1 = std::min(g.N, u1 * unit);
-    if (n0 < n1) f(n0, n1);
-  }
 }
 
 bool try_dot(const GemmArgs& g, bool out_bf16) {
@@ -249,7 +208,7 @@ bool try_dot(const GemmArgs& g, bool out_bf16) {
   }
   const auto fn = pick_m(p.M, std::make_integer_sequence<int, kGemvBf16DotMaxM>{},
                          [](auto mm) { return &dot_range<decltype(mm)::value>; });
-  over_columns(g, 8, [&](int64_t n0, int64_t n1) { fn(p, n0, n1); });
+  over_columns(g.threads, 2.0 * g.K * g.N, g.N, 8, [&](int64_t n0, int64_t n1) { fn(p, n0, n1); });
   return true;
 }
 
@@ -275,7 +234,7 @@ bool try_gemv_bf16_dot(const GemmArgs& g, bool out_bf16) {
   p.xp = xp.data();
   const auto fn = pick_m(p.M, std::make_integer_sequence<int, kGemvBf16MaxM>{},
                          [](auto mm) { return &columns<decltype(mm)::value>; });
-  over_columns(g, 32, [&](int64_t n0, int64_t n1) { fn(p, n0, n1); });  // 32-column strips
+  over_columns(g.threads, 2.0 * g.K * g.N, g.N, 32, [&](int64_t n0, int64_t n1) { fn(p, n0, n1); });  // strips
   return true;
 }
 

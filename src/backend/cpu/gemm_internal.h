@@ -2,7 +2,12 @@
 // Pieces shared by the fp32 and bf16 GEMM entry points: the blocked
 // (GotoBLAS/BLIS-style) driver, panel packing, micro-kernels and the
 // small-M matrix-vector paths. Internal to src/backend/cpu.
+#include <omp.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "backend/cpu/gemm.h"
 
@@ -101,6 +106,42 @@ inline void split_range(int64_t n, int parts, int i, int64_t* begin, int64_t* en
   int64_t q = n / parts, r = n % parts;
   *begin = i * q + (i < r ? i : r);
   *end = *begin + q + (i < r ? 1 : 0);
+}
+
+// The small-M paths (gemm_gemv.cpp, gemm_gemv_bf16.cpp): f(n0, n1) over
+// column ranges in units of `unit` columns, with threads by the bytes of B
+// (below ~256 KB one thread streams it in microseconds and fork/join would
+// dominate).
+template <typename F>
+void over_columns(int threads, double b_bytes, int64_t N, int64_t unit, F&& f) {
+  const int64_t units = (N + unit - 1) / unit;
+  int nt = std::max(1, std::min<int>(threads, static_cast<int>(b_bytes / (256 * 1024))));
+  nt = static_cast<int>(std::min<int64_t>(nt, units));
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    int64_t u0, u1;
+    split_range(units, omp_get_num_threads(), omp_get_thread_num(), &u0, &u1);
+    const int64_t n0 = u0 * unit, n1 = std::min(N, u1 * unit);
+    if (n0 < n1) f(n0, n1);
+  }
+}
+
+// make(std::integral_constant<int, M>) for the M among 1 .. sizeof...(Ms):
+// a kernel template instantiated per row count, picked at run time.
+template <typename Make, int... Ms>
+auto pick_m(int64_t M, std::integer_sequence<int, Ms...>, Make make) {
+  decltype(make(std::integral_constant<int, 1>{})) fn = nullptr;
+  ((M == Ms + 1 ? (fn = make(std::integral_constant<int, Ms + 1>{})) : fn), ...);
+  return fn;
+}
+
+// C[off] = v, rounded to bf16 where C is bf16.
+inline void store_c(void* c, bool c_bf16, int64_t off, float v) {
+  if (c_bf16) {
+    static_cast<bfloat16_t*>(c)[off] = bfloat16_t(v);
+  } else {
+    static_cast<float*>(c)[off] = v;
+  }
 }
 
 }  // namespace kiln::cpu::gemm_detail
