@@ -60,11 +60,9 @@ struct FpQmvArgs {
 // false when the kernel does not apply (M > kQmvMaxRows, K not a multiple
 // of 32).
 bool fp_qmv_avx512(const FpQmvArgs& a);
-// 4-bit codes (mxfp4, nvfp4) with x exact in bfloat16 through vdpbf16ps
+// mxfp4, nvfp4 and mxfp8 with x exact in bfloat16 through vdpbf16ps
 // (AVX512-BF16 CPUs; quantized_qmv_bf16.cpp).
-bool fp4_qmv_avx512_bf16(const FpQmvArgs& a);
-// 8-bit e4m3 codes (mxfp8) with x exact in bfloat16, likewise.
-bool fp8_qmv_avx512_bf16(const FpQmvArgs& a);
+bool fp_qmv_avx512_bf16(const FpQmvArgs& a);
 bool fp_qmv_avx2(const FpQmvArgs& a);
 // Row n of the product, one value at a time (rows whose scales overflow
 // the kernels' folded factors, and the tests' reference).

@@ -200,7 +200,7 @@ void run_product(const char* x, Dtype t, int64_t M, int64_t N, int64_t K, const 
   bool done = K == 0;
   if (!done && transpose && M <= kQmvMaxRows) {
     CpuTarget level = cpu_target();
-    done = (level >= CpuTarget::avx512_bf16 && t == bfloat16 && (fp4_qmv_avx512_bf16(a) || fp8_qmv_avx512_bf16(a))) ||
+    done = (level >= CpuTarget::avx512_bf16 && t == bfloat16 && fp_qmv_avx512_bf16(a)) ||
            (level >= CpuTarget::avx512 && fp_qmv_avx512(a)) || (level >= CpuTarget::avx2 && fp_qmv_avx2(a));
   }
   if (!done) qmm_tiled(a, p, transpose);

@@ -39,6 +39,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/avx512_target.h"
@@ -324,19 +325,25 @@ void run(const Job& a, const F& f, const Bf16Prep& p) {
   }
 }
 
+// go(std::integral_constant<int, M>) for M in 1 .. kQmvMaxRows (8).
+template <typename Go>
+void with_rows(int64_t M, Go&& go) {
+  switch (M) {
+    case 1: return go(std::integral_constant<int, 1>{});
+    case 2: return go(std::integral_constant<int, 2>{});
+    case 3: return go(std::integral_constant<int, 3>{});
+    case 4: return go(std::integral_constant<int, 4>{});
+    case 5: return go(std::integral_constant<int, 5>{});
+    case 6: return go(std::integral_constant<int, 6>{});
+    case 7: return go(std::integral_constant<int, 7>{});
+    default: return go(std::integral_constant<int, 8>{});
+  }
+}
+
 template <class F>
 void run_rows(const Job& a, const F& f) {
   const Bf16Prep p = prepare(a, F::kBias);
-  switch (a.M) {
-    case 1: run<1>(a, f, p); break;
-    case 2: run<2>(a, f, p); break;
-    case 3: run<3>(a, f, p); break;
-    case 4: run<4>(a, f, p); break;
-    case 5: run<5>(a, f, p); break;
-    case 6: run<6>(a, f, p); break;
-    case 7: run<7>(a, f, p); break;
-    default: run<8>(a, f, p); break;
-  }
+  with_rows(a.M, [&](auto m) { run<decltype(m)::value>(a, f, p); });
 }
 
 // ---- mxfp8: e4m3 codes, one e8m0 scale per 32 ----
@@ -439,28 +446,20 @@ bool qmv4_avx512_bf16(const QmvArgs& a) {
   return true;
 }
 
-bool fp8_qmv_avx512_bf16(const FpQmvArgs& a) {
-  if (a.bits != 8 || a.group_size != 32 || a.M < 1 || a.M > kQmvMaxRows || a.K % 32 != 0) return false;
-  std::vector<uint16_t> xb(a.M * a.K);
-  for (int64_t i = 0; i < a.M * a.K; ++i) xb[i] = static_cast<uint16_t>(bf16_bits(a.x[i]));
-  switch (a.M) {
-    case 1: run_fp8<1>(a, xb.data()); break;
-    case 2: run_fp8<2>(a, xb.data()); break;
-    case 3: run_fp8<3>(a, xb.data()); break;
-    case 4: run_fp8<4>(a, xb.data()); break;
-    case 5: run_fp8<5>(a, xb.data()); break;
-    case 6: run_fp8<6>(a, xb.data()); break;
-    case 7: run_fp8<7>(a, xb.data()); break;
-    default: run_fp8<8>(a, xb.data()); break;
+bool fp_qmv_avx512_bf16(const FpQmvArgs& a) {
+  if (a.M < 1 || a.M > kQmvMaxRows || a.K % 32 != 0) return false;
+  if (a.bits == 4 && a.group_size % 8 == 0) {  // mxfp4, nvfp4
+    const Job job{a.x, a.M, a.N, a.K, reinterpret_cast<const uint32_t*>(a.w), 4, a.group_size, a.out};
+    run_rows(job, Fp4{a.scales, a.scale_lut});
+    return true;
   }
-  return true;
-}
-
-bool fp4_qmv_avx512_bf16(const FpQmvArgs& a) {
-  if (a.bits != 4 || a.M < 1 || a.M > kQmvMaxRows || a.K % 32 != 0 || a.group_size % 8 != 0) return false;
-  const Job job{a.x, a.M, a.N, a.K, reinterpret_cast<const uint32_t*>(a.w), 4, a.group_size, a.out};
-  run_rows(job, Fp4{a.scales, a.scale_lut});
-  return true;
+  if (a.bits == 8 && a.group_size == 32) {  // mxfp8
+    std::vector<uint16_t> xb(a.M * a.K);
+    for (int64_t i = 0; i < a.M * a.K; ++i) xb[i] = static_cast<uint16_t>(bf16_bits(a.x[i]));
+    with_rows(a.M, [&](auto m) { run_fp8<decltype(m)::value>(a, xb.data()); });
+    return true;
+  }
+  return false;
 }
 
 }  // namespace kiln::cpu
