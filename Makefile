@@ -16,7 +16,7 @@ export CCACHE_NOHASHDIR := 1
 CMAKE_FLAGS += -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CUDA_COMPILER_LAUNCHER=$(CCACHE)
 endif
 APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev liblapacke-dev libkissfft-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpcre2-dev \
-  clang libclang-rt-14-dev libomp-dev
+  clang libclang-rt-14-dev libomp-dev python3-venv
 
 .PHONY: all build deps test sanitize tsan fuzz bench info install clean model
 
@@ -77,8 +77,19 @@ fuzz: deps
 	    $(BUILD_FUZZ)/corpus/$$t tests/fuzz/corpus/$$t || exit 1; \
 	done
 
+# MLX, the peer `kiln bench --mlx` times on every row right after Kiln: the
+# mlx[cpu] wheel from PyPI in a venv of the build tree. Where pip cannot
+# reach PyPI the bench runs without the MLX column and says so.
+PEER_VENV ?= $(BUILD)/peer-venv
+$(PEER_VENV)/mlx.ok:
+	@echo "installing mlx[cpu] into $(PEER_VENV) (the bench's MLX peer)"
+	@python3 -m venv $(PEER_VENV) && $(PEER_VENV)/bin/pip install -q --disable-pip-version-check "mlx[cpu]" && touch $@ \
+	  || echo "make bench: no MLX peer (pip install mlx[cpu] failed); the table has no MLX column"
+
 bench: build
-	$(BUILD)/kiln bench
+	-@$(MAKE) -s --no-print-directory $(PEER_VENV)/mlx.ok
+	@if [ -f $(PEER_VENV)/mlx.ok ]; then $(BUILD)/kiln bench --mlx --mlx-python $(PEER_VENV)/bin/python; \
+	 else $(BUILD)/kiln bench; fi
 
 info: build
 	$(BUILD)/kiln info

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -261,6 +262,79 @@ TEST(BenchCli, GpuDeviceFailsClearlyWithoutAGpu) {
   CommandResult r = run_cli("bench --quick --device gpu");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--device gpu"), std::string::npos) << r.output;
+}
+
+bool have_python3() { return std::system("python3 -c pass >/dev/null 2>&1") == 0; }
+
+// --mlx's plumbing, with a stand-in for bench/peers/mlx_peers.py that speaks
+// the same protocol (one JSON request per line in, one answer per line out)
+// and answers fixed times, so it runs where MLX is not installed.
+TEST(BenchCli, MlxPeerTimesEachRowInAChildProcess) {
+  if (!have_python3()) GTEST_SKIP() << "no python3";
+  const std::string script = temp_file("fake_mlx.py"), json_path = temp_file("mlx.json"), log = temp_file("mlx.log");
+  {
+    std::ofstream f(script);
+    f << "import json, sys\n"
+         "print(json.dumps({'mlx': 'fake', 'device': 'cpu'}), flush=True)\n"
+         "for line in sys.stdin:\n"
+         "    req = json.loads(line)\n"
+         "    open('" << log << "', 'a').write(req['key'] + '\\n')\n"
+         "    ok = req['key'].startswith('D1/add/')\n"
+         "    print(json.dumps({'time_us': 1234.5} if ok else {'time_us': None, 'why': 'none'}), flush=True)\n";
+  }
+  CommandResult r = run_cli("bench --quick --reps 1 --filter '^D1/(add|copy)/' --mlx --mlx-script '" + script +
+                            "' --json '" + json_path + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("MLX peer: mlx fake on the cpu"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mlx/kiln"), std::string::npos) << r.output;
+  const json doc = read_json(json_path);
+  int with_mlx = 0;
+  for (const json& row : doc.at("rows")) {
+    if (row.at("name") == "add") {
+      ++with_mlx;
+      EXPECT_DOUBLE_EQ(row.at("mlx_time_us").get<double>(), 1234.5) << row.dump();
+      EXPECT_NEAR(row.at("mlx_ratio").get<double>(), 1234.5 / row.at("time_us").get<double>(), 1e-9);
+      EXPECT_DOUBLE_EQ(row.at("peers").at("mlx_cpu").get<double>(), 1234.5) << row.dump();
+    } else {
+      EXPECT_TRUE(row.at("mlx_time_us").is_null()) << row.dump();
+    }
+  }
+  EXPECT_EQ(with_mlx, 1);
+  // The child was asked for every row, by drill/name/dtype/shape.
+  std::ifstream asked(log);
+  std::string first;
+  std::getline(asked, first);
+  EXPECT_EQ(first, "D1/copy/float32/1048576");
+
+  // A peer that cannot start, or dies mid-run, costs the column, not the bench.
+  r = run_cli("bench --quick --reps 1 --filter '^D1/add/' --mlx --mlx-script /no/such/script.py");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("no MLX peer"), std::string::npos) << r.output;
+  {
+    std::ofstream f(script);
+    f << "import json, sys\nprint(json.dumps({'mlx': 'fake', 'device': 'cpu'}), flush=True)\nsys.stdin.readline()\n";
+  }
+  r = run_cli("bench --quick --reps 1 --filter '^D1/(add|copy)/' --mlx --mlx-script '" + script + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& path : {script, json_path, log}) std::remove(path.c_str());
+}
+
+// The real script against MLX, where the build tree's peer venv (made by
+// `make bench`) or python3 has it.
+TEST(BenchCli, MlxPeerScriptTimesRealMlx) {
+  std::string python = std::string(KILN_CLI_PATH).substr(0, std::string(KILN_CLI_PATH).rfind('/')) + "/peer-venv/bin/python";
+  if (std::system(("'" + python + "' -c 'import mlx.core' >/dev/null 2>&1").c_str()) != 0) python = "python3";
+  if (std::system(("'" + python + "' -c 'import mlx.core' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "mlx is not installed (make bench installs it into build/peer-venv)";
+  const std::string json_path = temp_file("mlx_real.json");
+  CommandResult r = run_cli("bench --quick --reps 1 --filter '^D(1/add|2/rms_norm|4/qmv_affine4)/' --mlx --mlx-python '" +
+                            python + "' --json '" + json_path + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = read_json(json_path);
+  ASSERT_FALSE(doc.at("rows").empty());
+  for (const json& row : doc.at("rows"))
+    EXPECT_GT(row.at("mlx_time_us").get<double>(), 0) << row.dump() << r.output;
+  std::remove(json_path.c_str());
 }
 
 }  // namespace

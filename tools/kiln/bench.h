@@ -4,6 +4,7 @@
 // far against them and against a peer doing the same work, and reports a
 // table, JSON and an SVG roofline.
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,7 +25,10 @@ struct BenchOptions {
   std::string json_path;
   std::string plot_path;
   bool quick = false;       // small sizes: checks the accounting, not the machine
-  std::string peers_path;   // --device gpu: rows of bench/peers/gpu_peers.py to join
+  std::string peers_path;   // rows of a bench/peers/ script to join (gpu_peers.py, mlx_peers.py --json)
+  bool mlx = false;         // --mlx: time MLX on every row it has an op for, right after Kiln
+  std::string mlx_python = "python3";
+  std::string mlx_script;   // empty: bench/peers/mlx_peers.py of the source tree
 };
 
 // What the machine can do, measured at the start of the run (--quick: the
@@ -100,7 +104,8 @@ struct BenchRow {
   std::string peer;
   std::optional<double> peer_time_us, peer_ratio, peer_difference;
   bool peer_agrees = true;
-  std::vector<std::pair<std::string, double>> all_peers;  // --peers: every peer's microseconds
+  std::vector<std::pair<std::string, double>> all_peers;  // --peers, --mlx: every peer's microseconds
+  std::optional<double> mlx_time_us, mlx_ratio;           // --mlx: MLX's time, MLX's / Kiln's
   std::string error;  // set when Kiln failed to run the drill
 };
 
@@ -168,7 +173,8 @@ std::shared_ptr<uint16_t> make_u16_buffer(size_t n);
 // Reporting.
 std::string shape_string(const std::vector<int64_t>& shape);
 void print_ceilings(const Ceilings& c, bool quick);
-void print_table_header();
+// with_mlx: the table gets a last column, MLX's time over Kiln's (--mlx).
+void print_table_header(bool with_mlx = false);
 void print_row(const BenchRow& row);
 void write_json(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows,
                 const BenchOptions& opts);
@@ -178,6 +184,47 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
 void join_peers(std::vector<BenchRow>& rows, const std::string& path);
 void print_peer_table(const std::vector<BenchRow>& rows);
 void write_roofline_svg(const std::string& path, const Ceilings& c, const std::vector<BenchRow>& rows);
+
+// MLX in a child process (bench_mlx.cpp): `python script --serve --device
+// cpu|gpu`, asked to time each row right after Kiln did. When it cannot
+// start (no python, mlx not installed) available() is false and status()
+// says why; the bench then runs without the column.
+class MlxPeer {
+ public:
+  MlxPeer(const std::string& python, const std::string& script, const std::string& device);
+  ~MlxPeer();
+  MlxPeer(const MlxPeer&) = delete;
+  MlxPeer& operator=(const MlxPeer&) = delete;
+  bool available() const { return ok_; }
+  const std::string& status() const { return status_; }
+  // MLX's median for drill/name/dtype/shape; nullopt (and why) when MLX has
+  // no such op or the child failed.
+  std::optional<double> time_us(const std::string& key, int reps, double budget_s, std::string* why = nullptr);
+  // Times the row's drill and records it in mlx_time_us, mlx_ratio, all_peers.
+  void time_row(BenchRow& row, int reps, double budget_s);
+
+ private:
+  void start();
+  // A line from the child; false at EOF or after timeout_ms (-1: no limit).
+  bool read_line(std::string& line, int timeout_ms = -1);
+  void stop(bool kill_child = false);
+  std::string python_, script_, device_, peer_name_;
+  bool ok_ = false;
+  int pid_ = -1;
+  std::FILE* to_ = nullptr;
+  std::FILE* from_ = nullptr;
+  std::string status_;
+};
+// The longest a row may take on MLX's side (or 4x the side budget, if more).
+constexpr double kMlxRowLimitSeconds = 60.0;
+// The MLX peer of --mlx for opts.device, or null (with a line on stderr
+// saying why) when --mlx is off or MLX cannot start.
+std::unique_ptr<MlxPeer> start_mlx_peer(const BenchOptions& opts);
+
+// Time budget of one side of a row (Kiln's, a peer's), so that a slow kernel
+// shows up in minutes rather than hours.
+constexpr double kSideBudgetSeconds = 15.0;
+constexpr double kQuickSideBudgetSeconds = 2.0;
 
 // OpenBLAS, the GEMM peer, falls back to SSE3 kernels on CPUs it does not
 // recognise; this re-executes the program with OPENBLAS_CORETYPE set to the

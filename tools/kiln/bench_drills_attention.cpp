@@ -4,7 +4,7 @@
 // Prefill sizes are smaller than the GPU's h32 s4096 (minutes on a few
 // cores). The peer is Kiln's own plain-op fallback (matmul, softmax, matmul
 // with the full score matrix): what the fused kernel saves. MLX's CPU SDPA
-// on the same shapes: bench/peers/mlx_sdpa.py. D5 decoder_layer (one decode
+// on the same shapes: kiln bench --mlx. D5 decoder_layer (one decode
 // step through a whole layer) is built here for both backends; its peer on
 // the CPU is the same step not compiled.
 #include <cmath>

@@ -3,7 +3,7 @@
 // positions x head_dim). Bandwidth-bound: the floor is one read of x and
 // one write of y. The peers are the plain OpenMP loops anyone would write
 // (rope's with a precomputed cos/sin table, as model code does); MLX's
-// numbers come from bench/peers/mlx_peers.py (a separate process).
+// numbers come with --mlx (bench/peers/mlx_peers.py, a child process).
 #include <omp.h>
 
 #include <cmath>

@@ -692,10 +692,12 @@ int run_gpu_bench(const BenchOptions& opts) {
   }
   print_gpu_ceilings(ceil);
 
+  std::unique_ptr<MlxPeer> mlx = start_mlx_peer(opts);
   std::vector<BenchRow> rows;
-  print_table_header();
+  print_table_header(mlx != nullptr);
   for (const GpuDrill& d : drills) {
     rows.push_back(measure(d, opts));
+    if (mlx) mlx->time_row(rows.back(), opts.reps, opts.quick ? kQuickSideBudgetSeconds : kSideBudgetSeconds);
     score(rows.back(), ceil);
     print_row(rows.back());
     clear_cache();
@@ -703,10 +705,10 @@ int run_gpu_bench(const BenchOptions& opts) {
   if (!opts.peers_path.empty()) {
     join_peers(rows, opts.peers_path);
     std::printf("\nWith the fastest peer of %s:\n", opts.peers_path.c_str());
-    print_table_header();
+    print_table_header(mlx != nullptr);
     for (const BenchRow& r : rows) print_row(r);
-    print_peer_table(rows);
   }
+  if (!opts.peers_path.empty() || mlx) print_peer_table(rows);
 
   int failed = 0;
   for (const BenchRow& r : rows) failed += !r.error.empty();

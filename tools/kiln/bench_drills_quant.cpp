@@ -4,7 +4,7 @@
 // M = 512, compute bound). bytes = packed weights + scales + biases, the
 // bytes that must stream per token. The in-process peer is Kiln's own
 // dequantize-then-matmul (what the fused kernels replace); MLX's CPU
-// quantized_matmul joins through bench/peers/mlx_quant_peers.py and --peers.
+// quantized_matmul is timed beside each row with --mlx (bench/peers/mlx_peers.py).
 // qmv_mxfp4 / qmv_mxfp8: the same decode product in MLX's microscaling
 // modes (group 32, one e8m0 byte per group, no biases).
 #include <memory>

@@ -57,11 +57,16 @@ void print_ceilings(const Ceilings& c, bool quick) {
 }
 
 // Fixed columns; names and shapes are the widest that the drills produce.
-constexpr const char* kRowFormat = "%-5s %-17s %-9s %-14s %11s %8s %9s %5s  %-18s %11s %9s\n";
+constexpr const char* kRowFormat = "%-5s %-17s %-9s %-14s %11s %8s %9s %5s  %-18s %11s %9s";
 
-void print_table_header() {
+bool g_mlx_column = false;
+
+void print_table_header(bool with_mlx) {
+  g_mlx_column = with_mlx;
   std::printf(kRowFormat, "drill", "name", "dtype", "shape", "median us", "GB/s", "GFLOP/s", "roof", "peer",
               "peer us", "peer/kiln");
+  if (with_mlx) std::printf(" %9s", "mlx/kiln");
+  std::printf("\n");
   std::fflush(stdout);
 }
 
@@ -72,6 +77,8 @@ void print_row(const BenchRow& r) {
               format_or_dash(r.time_us, "%.1f").c_str(), format_or_dash(r.gbps, "%.1f").c_str(),
               format_or_dash(r.gflops, "%.1f").c_str(), format_or_dash(r.roof_fraction, "%.2f").c_str(),
               r.peer.empty() ? "-" : r.peer.c_str(), format_or_dash(r.peer_time_us, "%.1f").c_str(), ratio.c_str());
+  if (g_mlx_column) std::printf(" %9s", format_or_dash(r.mlx_ratio, "%.2f").c_str());
+  std::printf("\n");
   if (!r.error.empty()) std::printf("      error: %s\n", r.error.c_str());
   std::fflush(stdout);
 }
@@ -115,6 +122,8 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
         {"peer", r.peer.empty() ? Json(nullptr) : Json(r.peer)},
         {"peer_time_us", or_null(r.peer_time_us)},
         {"peer_ratio", or_null(r.peer_ratio)},
+        {"mlx_time_us", or_null(r.mlx_time_us)},
+        {"mlx_ratio", or_null(r.mlx_ratio)},
         // Beyond the keys of issue 3: the accounting behind gbps and
         // gflops, and how the row was obtained.
         {"bytes", r.bytes},
@@ -152,7 +161,8 @@ static std::string key_of(const std::string& drill, const std::string& name, con
 }
 
 // Peers' rows, written by bench/peers/gpu_peers.py: {"rows": [{drill, name,
-// dtype, shape, peer, time_us}, ...]}. Each Kiln row takes the fastest peer.
+// dtype, shape, peer, time_us}, ...]}. Each Kiln row takes the fastest peer,
+// its own in-run peer included.
 void join_peers(std::vector<BenchRow>& rows, const std::string& path) {
   std::ifstream f(path);
   if (!f) throw Error("cannot read the peers file " + path);
@@ -166,11 +176,16 @@ void join_peers(std::vector<BenchRow>& rows, const std::string& path) {
   for (BenchRow& row : rows) {
     auto it = by_key.find(key_of(row.drill, row.name, row.dtype, row.shape));
     if (it == by_key.end()) continue;
-    row.all_peers = it->second;
+    if (!row.peer.empty() && row.peer_time_us) row.all_peers.insert(row.all_peers.begin(), {row.peer, *row.peer_time_us});
+    row.all_peers.insert(row.all_peers.end(), it->second.begin(), it->second.end());
     auto best = std::min_element(it->second.begin(), it->second.end(),
                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+    // The file's fastest peer replaces the row's own only where it is faster.
+    if (row.peer_time_us && *row.peer_time_us <= best->second) continue;
     row.peer = best->first;
     row.peer_time_us = best->second;
+    row.peer_difference.reset();  // the comparison of outputs was with the row's own peer
+    row.peer_agrees = true;
     if (row.time_us) row.peer_ratio = best->second / *row.time_us;
   }
 }

@@ -101,8 +101,7 @@ BenchRow measure(const DrillSpec& spec, const BenchOptions& opts) {
   row.shape = spec.shape;
   row.bytes = spec.bytes;
   row.flops = spec.flops;
-  // Per side, so a slow kernel shows up in minutes rather than hours.
-  const double budget = opts.quick ? 2.0 : 15.0;
+  const double budget = opts.quick ? kQuickSideBudgetSeconds : kSideBudgetSeconds;
 
   DrillCase c;
   try {
@@ -247,14 +246,16 @@ int run_bench(const BenchOptions& opts) {
     return 2;
   }
 
+  std::unique_ptr<MlxPeer> mlx = start_mlx_peer(opts);
   Ceilings ceilings = measure_ceilings(threads, opts.quick);
   std::vector<BenchRow> rows;
   if (!opts.quick) {
     // Rows appear as they finish: the full run takes minutes.
     print_ceilings(ceilings, opts.quick);
-    print_table_header();
+    print_table_header(mlx != nullptr);
     for (const DrillSpec& spec : specs) {
       rows.push_back(measure(spec, opts));
+      if (mlx) mlx->time_row(rows.back(), opts.reps, kSideBudgetSeconds);
       score(rows.back(), ceilings, spec.dtype, spec.int8_products);
       print_row(rows.back());
       clear_cache();  // each drill's inputs are gone now; return their memory too
@@ -265,11 +266,12 @@ int run_bench(const BenchOptions& opts) {
     // the drills and the better of the two is the ceiling; the table waits.
     for (const DrillSpec& spec : specs) {
       rows.push_back(measure(spec, opts));
+      if (mlx) mlx->time_row(rows.back(), opts.reps, kQuickSideBudgetSeconds);
       clear_cache();
     }
     ceilings = higher_of(ceilings, measure_ceilings(threads, opts.quick));
     print_ceilings(ceilings, opts.quick);
-    print_table_header();
+    print_table_header(mlx != nullptr);
     for (size_t i = 0; i < rows.size(); ++i) {
       score(rows[i], ceilings, specs[i].dtype, specs[i].int8_products);
       print_row(rows[i]);
@@ -283,8 +285,8 @@ int run_bench(const BenchOptions& opts) {
       std::fprintf(stderr, "kiln bench: %s\n", e.what());
       return 2;
     }
-    print_peer_table(rows);
   }
+  if (!opts.peers_path.empty() || mlx) print_peer_table(rows);
 
   int failed = 0, disagreeing = 0;
   for (const BenchRow& r : rows) {

@@ -71,6 +71,11 @@ int main(int argc, char** argv) {
   bench->add_option("--peers", opts.peers_path,
                     "Join the rows a bench/peers/ script wrote (gpu_peers.py, mlx_peers.py; fastest peer per drill)")
       ->type_name("FILE.json");
+  bench->add_flag("--mlx", opts.mlx,
+                  "Time MLX (bench/peers/mlx_peers.py in a child process) on every row it has an op for, right "
+                  "after Kiln's side");
+  bench->add_option("--mlx-python", opts.mlx_python, "Python with mlx installed, for --mlx")->capture_default_str();
+  bench->add_option("--mlx-script", opts.mlx_script, "The MLX peer script (default: the source tree's)");
   bench->add_option("--plot", opts.plot_path, "Draw the roofline with every drill to this SVG file")
       ->type_name("FILE.svg");
 
