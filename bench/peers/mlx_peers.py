@@ -103,6 +103,44 @@ def _sdpa(causal):
     return make, fn
 
 
+def _decoder_layer():
+    """D5 decoder_layer [hidden, intermediate, heads, kv_heads, kv]: one decode step (position kv - 1)
+    of one Llama layer in bf16 with embedding and logits over a 256-word vocabulary, as an MLX user
+    writes it (mlx-lm's shape: the K/V cache updated by slice assignment, mx.fast ops)."""
+    def make(dt, shape):
+        h, inter, heads, kv_heads, kv = shape
+        hd, vocab = 128, 256
+
+        def w(o, i, seed):
+            return (mx.random.normal([o, i], key=mx.random.key(seed)) * 0.02).astype(dt)
+        ws = [w(vocab, h, 1), w(heads * hd, h, 2), w(kv_heads * hd, h, 3), w(kv_heads * hd, h, 4),
+              w(h, heads * hd, 5), w(inter, h, 6), w(inter, h, 7), w(h, inter, 8), w(vocab, h, 9)]
+        norms = [mx.ones([h], dt) for _ in range(3)]
+        caches = [rand([1, kv_heads, kv, hd], dt, seed=10), rand([1, kv_heads, kv, hd], dt, seed=11)]
+        mx.eval(*ws, *norms)
+        return ws + norms + caches
+
+    def fn(embed, wq, wk, wv, wo, wg, wu, wd, wlm, n1, n2, n3, kc, vc):
+        hd = kc.shape[-1]
+        heads, kv_heads, pos = wq.shape[0] // hd, wk.shape[0] // hd, kc.shape[2] - 1
+        x = embed[7].reshape(1, 1, -1)
+        hn = mx.fast.rms_norm(x, n1, 1e-5)
+        q = (hn @ wq.T).reshape(1, 1, heads, hd).transpose(0, 2, 1, 3)
+        k = (hn @ wk.T).reshape(1, 1, kv_heads, hd).transpose(0, 2, 1, 3)
+        v = (hn @ wv.T).reshape(1, 1, kv_heads, hd).transpose(0, 2, 1, 3)
+        q = mx.fast.rope(q, hd, traditional=False, base=500000.0, scale=1.0, offset=pos)
+        k = mx.fast.rope(k, hd, traditional=False, base=500000.0, scale=1.0, offset=pos)
+        kc[:, :, pos:pos + 1, :] = k
+        vc[:, :, pos:pos + 1, :] = v
+        a = mx.fast.scaled_dot_product_attention(q, kc, vc, scale=hd ** -0.5)
+        x = x + a.transpose(0, 2, 1, 3).reshape(1, 1, -1) @ wo.T
+        hn = mx.fast.rms_norm(x, n2, 1e-5)
+        g = hn @ wg.T
+        x = x + ((g * mx.sigmoid(g)) * (hn @ wu.T)) @ wd.T
+        return (mx.fast.rms_norm(x, n3, 1e-5) @ wlm.T).astype(mx.float32)
+    return make, fn
+
+
 def _two(shape_a, shape_b):
     return lambda dt, s: [rand(shape_a(s), dt, seed=1), rand(shape_b(s), dt, seed=2)]
 
@@ -153,6 +191,7 @@ DRILLS = {
                    lambda x, w: mx.conv2d(x, w, stride=1, padding=1)),
     "chain_eager": (lambda dt, s: [rand(s[1:], dt, seed=5)], chain),
     "chain_compiled": (lambda dt, s: [rand(s[1:], dt, seed=5)], _chain_compiled),
+    "decoder_layer": _decoder_layer(),
     "sdpa_prefill": _sdpa(False),
     "sdpa_prefill_causal": _sdpa(True),
     "sdpa_decode_gqa": _sdpa(False),
