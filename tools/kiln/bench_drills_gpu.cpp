@@ -112,16 +112,19 @@ cudaStream_t bind_stream() {
   return cuda::current_stream();
 }
 
-// The nodes of y's graph still to compute, each after its inputs.
-std::vector<array> tape_of(const array& y) {
-  std::vector<array> order;
+// The nodes of y's graph still to compute, each after its inputs: one entry
+// per node, holding all of its outputs (a multi-output node such as
+// add_rms_norm's writes them in one kernel).
+std::vector<std::vector<array>> tape_of(const array& y) {
+  std::vector<std::vector<array>> order;
   std::unordered_set<uintptr_t> seen;
+  std::unordered_set<const Primitive*> nodes;
   std::vector<std::pair<array, bool>> stack{{y, false}};
   while (!stack.empty()) {
     auto [a, inputs_done] = stack.back();
     stack.pop_back();
     if (inputs_done) {
-      order.push_back(a);
+      if (nodes.insert(a.primitive().get()).second) order.push_back(a.outputs());
       continue;
     }
     if (!a.has_primitive() || a.is_evaluated() || !seen.insert(a.id()).second) continue;
@@ -131,10 +134,10 @@ std::vector<array> tape_of(const array& y) {
   return order;
 }
 
-void replay(std::vector<array>& tape) {
-  for (array& node : tape) {
+void replay(std::vector<std::vector<array>>& tape) {
+  for (std::vector<array>& outputs : tape) {
     gpu_begin_node(gpu_stream());
-    node.primitive()->eval_gpu(node.inputs(), node);
+    outputs[0].primitive()->eval_gpu(outputs[0].inputs(), outputs);
   }
 }
 
@@ -605,7 +608,7 @@ BenchRow measure(const GpuDrill& d, const BenchOptions& opts) {
   try {
     GpuCase c = d.prepare();
     cuda::set_tf32_matmul(c.tf32);
-    std::vector<std::vector<array>> tapes;
+    std::vector<std::vector<std::vector<array>>> tapes;
     for (const auto& in : c.input_sets) {
       tapes.push_back(tape_of(c.make(in)));
       if (tapes.back().empty()) throw Error("[bench] the drill's graph has nothing to compute");
