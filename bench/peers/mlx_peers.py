@@ -18,8 +18,9 @@ Timing is Kiln's (tools/kiln/bench_runner.cpp, time_median): one run = build
 the op on the inputs and mx.eval it, the previous output dropped first; warm-up
 runs until 50 ms have passed (at most 5), then up to R runs within S seconds;
 the median (a first run longer than S is the time). kiln bench gives a row at
-most 60 s here (or 4 S) and restarts this process when MLX takes longer. On the GPU, input sets rotate so that together they exceed the
-50 MB L2 (Kiln's GPU rows do the same). MLX at its best: fused rows go through
+most 60 s here (or 4 S) and restarts this process when MLX takes longer. On
+the GPU, input sets rotate so that together they exceed the 50 MB L2 (Kiln's
+GPU rows do the same). MLX at its best: fused rows go through
 mx.compile; the quantized rows use MLX's own formats at the nearest settings
 (llama.cpp's Q4_0 / Q8_0 blocks are what MLX's GGUF loader turns into affine
 4- / 8-bit with group 32; MLX has no K-quant product, so those rows get none).
@@ -28,7 +29,6 @@ import argparse
 import gc
 import json
 import math
-import re
 import statistics
 import sys
 import time
@@ -79,7 +79,7 @@ def _quantized(mode, bits, group):
         else:
             q = mx.quantize(w, mode=mode)
         mx.eval(*q)
-        x = rand([m, k], dt if dt != mx.float32 else mx.float32, -1, 1, 32)
+        x = rand([m, k], dt, -1, 1, 32)
         return [x, *q]
 
     def fn(x, wq, s, b=None):

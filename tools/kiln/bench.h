@@ -172,6 +172,9 @@ std::shared_ptr<uint16_t> make_u16_buffer(size_t n);
 
 // Reporting.
 std::string shape_string(const std::vector<int64_t>& shape);
+// "drill/name/dtype/AxBxC", how --filter, --peers files and the MLX peer name a row.
+std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
+                   const std::vector<int64_t>& shape);
 void print_ceilings(const Ceilings& c, bool quick);
 // with_mlx: the table gets a last column, MLX's time over Kiln's (--mlx).
 void print_table_header(bool with_mlx = false);

@@ -584,7 +584,7 @@ void add_quant_blocks(std::vector<GpuDrill>& out, bool quick) {
   }
 }
 
-std::string describe(const GpuDrill& d) { return d.drill + "/" + d.name + "/" + d.dtype + "/" + shape_string(d.shape); }
+std::string describe(const GpuDrill& d) { return key_of(d.drill, d.name, d.dtype, d.shape); }
 
 void score(BenchRow& row, const GpuCeilings& ceil) {
   if (!row.time_us) return;

@@ -156,8 +156,7 @@ std::optional<double> MlxPeer::time_us(const std::string& key, int reps, double 
 void MlxPeer::time_row(BenchRow& row, int reps, double budget_s) {
   if (!ok_ || !row.time_us) return;
   std::string why;
-  const std::string key = row.drill + "/" + row.name + "/" + row.dtype + "/" + shape_string(row.shape);
-  row.mlx_time_us = time_us(key, reps, budget_s, &why);
+  row.mlx_time_us = time_us(key_of(row.drill, row.name, row.dtype, row.shape), reps, budget_s, &why);
   if (!row.mlx_time_us) return;
   row.all_peers.push_back({peer_name_, *row.mlx_time_us});
   row.mlx_ratio = *row.mlx_time_us / *row.time_us;

@@ -59,7 +59,8 @@ void print_ceilings(const Ceilings& c, bool quick) {
 // Fixed columns; names and shapes are the widest that the drills produce.
 constexpr const char* kRowFormat = "%-5s %-17s %-9s %-14s %11s %8s %9s %5s  %-18s %11s %9s";
 
-bool g_mlx_column = false;
+// print_table_header(with_mlx) decides the columns of the rows printed after it.
+static bool g_mlx_column = false;
 
 void print_table_header(bool with_mlx) {
   g_mlx_column = with_mlx;
@@ -155,7 +156,7 @@ void write_json(const std::string& path, const Ceilings& c, const std::vector<Be
 }
 
 
-static std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
+std::string key_of(const std::string& drill, const std::string& name, const std::string& dtype,
                    const std::vector<int64_t>& shape) {
   return drill + "/" + name + "/" + dtype + "/" + shape_string(shape);
 }

@@ -88,7 +88,7 @@ Ceilings higher_of(Ceilings a, const Ceilings& b) {
 }
 
 std::string describe(const DrillSpec& s) {
-  return s.drill + "/" + s.name + "/" + dtype_name(s.dtype) + "/" + shape_string(s.shape);
+  return key_of(s.drill, s.name, dtype_name(s.dtype), s.shape);
 }
 
 // Measures one drill: Kiln first, then the peer on the same inputs.
