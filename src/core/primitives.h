@@ -111,6 +111,10 @@ class Arange : public Primitive {
  public:
   Arange(Stream s, double start, double step, int num) : Primitive(s), start_(start), step_(step), num_(num) {}
   KILN_PRIMITIVE_BODY(Arange)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const Arange*>(&o);
+    return p && p->start_ == start_ && p->step_ == step_ && p->num_ == num_;
+  }
   KILN_TRANSFORM_RULES
   double start() const { return start_; }
   double step() const { return step_; }
@@ -139,6 +143,10 @@ class Transpose : public Primitive {
   bool accepts_fp8() const override { return true; }
   Transpose(Stream s, std::vector<int> axes) : Primitive(s), axes_(std::move(axes)) {}
   KILN_PRIMITIVE_BODY(Transpose)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const Transpose*>(&o);
+    return p && p->axes_ == axes_;
+  }
   KILN_TRANSFORM_RULES
   const std::vector<int>& axes() const { return axes_; }
 
@@ -166,6 +174,10 @@ class Slice : public Primitive {
   Slice(Stream s, Shape start, Shape step, Shape shape)
       : Primitive(s), start_(std::move(start)), step_(std::move(step)), shape_(std::move(shape)) {}
   KILN_PRIMITIVE_BODY(Slice)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const Slice*>(&o);
+    return p && p->start_ == start_ && p->step_ == step_ && p->shape_ == shape_;
+  }
   KILN_TRANSFORM_RULES
   const Shape& start() const { return start_; }
   const Shape& step() const { return step_; }
@@ -182,6 +194,10 @@ class SliceUpdate : public Primitive {
   SliceUpdate(Stream s, Shape start, Shape step)
       : Primitive(s), start_(std::move(start)), step_(std::move(step)) {}
   KILN_PRIMITIVE_BODY(SliceUpdate)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const SliceUpdate*>(&o);
+    return p && p->start_ == start_ && p->step_ == step_;
+  }
   KILN_TRANSFORM_RULES
   const Shape& start() const { return start_; }
   const Shape& step() const { return step_; }
@@ -195,6 +211,10 @@ class Reduce : public Primitive {
  public:
   Reduce(Stream s, ReduceOp op, std::vector<int> axes) : Primitive(s), op_(op), axes_(std::move(axes)) {}
   KILN_PRIMITIVE_BODY(Reduce)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const Reduce*>(&o);
+    return p && p->op_ == op_ && p->axes_ == axes_;
+  }
   KILN_TRANSFORM_RULES
   ReduceOp op() const { return op_; }
   const std::vector<int>& axes() const { return axes_; }
@@ -209,6 +229,10 @@ class ArgReduce : public Primitive {
  public:
   ArgReduce(Stream s, bool is_max, int axis) : Primitive(s), is_max_(is_max), axis_(axis) {}
   KILN_PRIMITIVE_BODY(ArgReduce)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const ArgReduce*>(&o);
+    return p && p->is_max_ == is_max_ && p->axis_ == axis_;
+  }
   KILN_TRANSFORM_RULES
   bool is_max() const { return is_max_; }
   int axis() const { return axis_; }
@@ -223,6 +247,9 @@ class Softmax : public Primitive {
  public:
   using Primitive::Primitive;
   KILN_PRIMITIVE_BODY(Softmax)
+  bool is_equivalent(const Primitive& o) const override {
+    return dynamic_cast<const Softmax*>(&o) != nullptr;
+  }
   KILN_TRANSFORM_RULES
 };
 
@@ -232,6 +259,7 @@ class Matmul : public Primitive {
  public:
   using Primitive::Primitive;
   KILN_PRIMITIVE_BODY(Matmul)
+  bool is_equivalent(const Primitive& o) const override { return dynamic_cast<const Matmul*>(&o) != nullptr; }
   KILN_TRANSFORM_RULES
 };
 
@@ -241,6 +269,10 @@ class Gather : public Primitive {
   bool accepts_fp8() const override { return true; }
   Gather(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(Gather)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const Gather*>(&o);
+    return p && p->axis_ == axis_;
+  }
   KILN_TRANSFORM_RULES
   int axis() const { return axis_; }
 
@@ -254,6 +286,10 @@ class GatherAxis : public Primitive {
   bool accepts_fp8() const override { return true; }
   GatherAxis(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(GatherAxis)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const GatherAxis*>(&o);
+    return p && p->axis_ == axis_;
+  }
   KILN_TRANSFORM_RULES
   int axis() const { return axis_; }
 
@@ -266,6 +302,10 @@ class Concatenate : public Primitive {
   bool accepts_fp8() const override { return true; }
   Concatenate(Stream s, int axis) : Primitive(s), axis_(axis) {}
   KILN_PRIMITIVE_BODY(Concatenate)
+  bool is_equivalent(const Primitive& o) const override {
+    auto* p = dynamic_cast<const Concatenate*>(&o);
+    return p && p->axis_ == axis_;
+  }
   KILN_TRANSFORM_RULES
   int axis() const { return axis_; }
 

@@ -91,6 +91,61 @@ TEST_F(GpuGraphs, RepeatedStepReusesTheExecutable) {
   EXPECT_GE(after.updated, before.updated + 18);
 }
 
+// A repeated step over device-resident inputs is launched from its cached
+// executable without being recorded again (graph_plan.h), and a replay never
+// gives stale results: another scalar, an input at another address, an
+// output the caller still holds, another attribute, each records anew.
+array replay_step(const array& x, const array& w, float c, float eps, StreamOrDevice s) {
+  array h = matmul(reshape(x, {4, 64}, s), w, s);  // cuBLASLt: a scratch workspace
+  h = tanh(add(multiply(h, array(c), s), array(0.25f), s), s);
+  h = fast::rms_norm(h, std::nullopt, eps, s);
+  return sum(softmax(transpose(h, s), -1, s), 0, false, s);
+}
+
+TEST_F(GpuGraphs, RepeatedStepReplaysTheExecutable) {
+  array w = random_array({64, 48});
+  array x = add(random_array({256}), array(0.f), Device::gpu), x2 = add(random_array({256}), array(0.f), Device::gpu);
+  eval(w, x, x2);
+  eval(add(w, array(0.f), Device::gpu));
+  w = add(w, array(0.f), Device::gpu);  // device-resident weights
+  eval(w);
+  auto cpu = [&](const array& in, float c, float eps) { return replay_step(in, w, c, eps, Device::cpu); };
+  for (int i = 0; i < 3; ++i) eval(replay_step(x, w, 0.9f, 1e-5f, Device::gpu));  // record, record and keep
+  auto before = cuda::graph_stats();
+  for (int i = 0; i < 10; ++i) {
+    array got = replay_step(x, w, 0.9f, 1e-5f, Device::gpu);
+    eval(got);
+    if (i % 4 == 0) expect_close(got, cpu(x, 0.9f, 1e-5f), 1e-4, "replay " + std::to_string(i));
+  }
+  auto after = cuda::graph_stats();
+  EXPECT_GE(after.replayed, before.replayed + 8) << "a repeated step should replay its executable";
+  // Everything a replay must not reuse: each gives the right numbers.
+  expect_close(replay_step(x, w, 0.5f, 1e-5f, Device::gpu), cpu(x, 0.5f, 1e-5f), 1e-4, "another scalar");
+  expect_close(replay_step(x2, w, 0.9f, 1e-5f, Device::gpu), cpu(x2, 0.9f, 1e-5f), 1e-4, "another input");
+  expect_close(replay_step(x, w, 0.9f, 0.5f, Device::gpu), cpu(x, 0.9f, 0.5f), 1e-4, "another eps");
+  array held = replay_step(x, w, 0.9f, 1e-5f, Device::gpu);
+  eval(held);
+  const std::vector<double> held_values = to_double(held);
+  for (int i = 0; i < 4; ++i) {
+    array next = replay_step(i % 2 ? x : x2, w, 0.9f, 1e-5f, Device::gpu);
+    eval(next);
+    expect_close(next, cpu(i % 2 ? x : x2, 0.9f, 1e-5f), 1e-4, "while the last output is held");
+  }
+  EXPECT_EQ(to_double(held), held_values) << "a replay wrote into an output the caller holds";
+  // Inputs that are views of one buffer at other offsets (a loop over rows):
+  // the views inside the step follow them.
+  array rows = add(random_array({6, 256}), array(0.f), Device::gpu);
+  eval(rows);
+  for (int i = 0; i < 6; ++i) {
+    array row = reshape(slice(rows, {i, 0}, {i + 1, 256}), {256});
+    eval(row);
+    for (int k = 0; k < 3; ++k) {
+      expect_close(replay_step(row, w, 0.9f, 1e-5f, Device::gpu), cpu(row, 0.9f, 1e-5f), 1e-4,
+                   "row " + std::to_string(i));
+    }
+  }
+}
+
 TEST_F(GpuGraphs, FeedbackChainAcrossEvals) {
   // Each eval's result feeds the next one (device-resident input, no upload).
   array x = random_array({257});

@@ -30,12 +30,15 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/graph_encoder.h"
+#include "backend/cuda/device_pools.h"
+#include "backend/cuda/graph_plan.h"
 #include "core/primitive.h"
 #include "core/scheduler.h"
 
@@ -66,84 +69,6 @@ const DeviceInfo& device_info() {
   return info;
 }
 
-class EventPool {
- public:
-  static EventPool& instance() {
-    static EventPool* p = new EventPool();
-    return *p;
-  }
-  cudaEvent_t get() {
-    {
-      std::lock_guard lock(mutex_);
-      if (!free_.empty()) {
-        cudaEvent_t e = free_.back();
-        free_.pop_back();
-        return e;
-      }
-    }
-    cudaEvent_t e;
-    KILN_CUDA_CHECK("event", cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    return e;
-  }
-  void put(cudaEvent_t e) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(e);
-  }
-
- private:
-  std::mutex mutex_;
-  std::vector<cudaEvent_t> free_;
-};
-
-// A pooled event owned by every buffer and in-flight record that uses it.
-std::shared_ptr<void> new_event() {
-  cudaEvent_t e = EventPool::instance().get();
-  return std::shared_ptr<void>(e, [](void* p) { EventPool::instance().put(static_cast<cudaEvent_t>(p)); });
-}
-cudaEvent_t raw(const std::shared_ptr<void>& e) { return static_cast<cudaEvent_t>(e.get()); }
-
-struct IndexCheck {
-  IndexErrorSlot* slot;
-  std::function<std::string(int64_t)> describe;
-};
-
-// Host-mapped slots for deferred index errors, allocated once per process
-// (outside any capture) and recycled when their node retires.
-class IndexSlotPool {
- public:
-  static IndexSlotPool& instance() {
-    static IndexSlotPool* p = new IndexSlotPool();
-    return *p;
-  }
-  IndexErrorSlot* get() {
-    std::lock_guard lock(mutex_);
-    if (!base_) {
-      constexpr size_t kSlots = 1 << 14;
-      void* p = nullptr;
-      if (cudaHostAlloc(&p, kSlots * sizeof(IndexErrorSlot), cudaHostAllocMapped) != cudaSuccess) {
-        cudaGetLastError();
-        return nullptr;
-      }
-      base_ = static_cast<IndexErrorSlot*>(p);
-      for (size_t i = 0; i < kSlots; ++i) free_.push_back(base_ + i);
-    }
-    if (free_.empty()) return nullptr;
-    IndexErrorSlot* s = free_.back();
-    free_.pop_back();
-    s->flag = 0;
-    return s;
-  }
-  void put(IndexErrorSlot* s) {
-    std::lock_guard lock(mutex_);
-    free_.push_back(s);
-  }
-
- private:
-  std::mutex mutex_;
-  IndexErrorSlot* base_ = nullptr;
-  std::vector<IndexErrorSlot*> free_;
-};
-
 struct InFlight {
   std::shared_ptr<void> done;
   std::vector<array> inputs;
@@ -152,57 +77,6 @@ struct InFlight {
   int64_t staging_mark = -1;  // staging ring position freed when done (-1: none)
   size_t held_bytes = 0;      // of the held inputs, for back-pressure
 };
-
-// Pinned host memory through which small host inputs reach the device: a
-// copy from pageable memory is synchronous (and in a capture it is not
-// allowed at all), one from pinned memory is an ordinary async copy (a
-// memcpy node in a graph). Space is handed out in stream order and freed
-// when the in-flight record of the node that used it retires.
-class StagingRing {
- public:
-  static constexpr size_t kBytes = size_t{4} << 20;
-  static constexpr size_t kMaxItem = size_t{64} << 10;  // larger inputs use the plain path
-
-  // Called when the stream is created (pinned allocation is not allowed
-  // during a capture); without it take() always says full.
-  void init() {
-    void* p = nullptr;
-    if (cudaHostAlloc(&p, kBytes, cudaHostAllocDefault) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    base_ = static_cast<char*>(p);
-  }
-
-  // Space for `bytes` (64-byte aligned), or nullptr when the ring is full.
-  char* take(size_t bytes) {
-    if (!base_) return nullptr;
-    bytes = (bytes + 63) & ~size_t{63};
-    std::lock_guard lock(mutex_);
-    // Positions grow without bound; the live window is [tail_, head_).
-    size_t at = head_ % kBytes;
-    size_t skip = (at + bytes > kBytes) ? kBytes - at : 0;  // never wrap an item
-    if (head_ + skip + bytes - tail_ > kBytes) return nullptr;
-    head_ += skip;
-    char* p = base_ + head_ % kBytes;
-    head_ += bytes;
-    return p;
-  }
-  int64_t mark() {
-    std::lock_guard lock(mutex_);
-    return static_cast<int64_t>(head_);
-  }
-  void release_to(int64_t mark) {
-    std::lock_guard lock(mutex_);
-    if (mark > static_cast<int64_t>(tail_)) tail_ = static_cast<size_t>(mark);
-  }
-
- private:
-  std::mutex mutex_;
-  char* base_ = nullptr;
-  size_t head_ = 0, tail_ = 0;
-};
-
 
 struct StreamState {
   cudaStream_t stream = nullptr;
@@ -352,6 +226,15 @@ const char* in_ptr(const array& a) {
   int event_stream;
   {
     std::lock_guard lock(b.migrate_mutex());
+    // A capture waits only on work still pending: an event that completed
+    // (an upload or another stream's kernels of an earlier step) is dropped
+    // instead of becoming an event-wait node, which a replayed graph cannot
+    // have (graph_plan.h) and every launch pays for. An upload made for
+    // this very capture always gets its wait node, so that a repeated step
+    // records the same graph each time.
+    if (tl_capturing && b.event && b.event_stream != tl_stream_index && cudaEventQuery(raw(b.event)) == cudaSuccess) {
+      b.event.reset();
+    }
     if (!(b.valid() & Buffer::kDevice)) {
       if (!b.device_raw()) b.set_device_raw(allocator::device_alloc(b.size(), "to_device"));
       char* staged = b.size() <= StagingRing::kMaxItem ? tl_state->staging.take(b.size()) : nullptr;
@@ -359,6 +242,7 @@ const char* in_ptr(const array& a) {
         // Small input: an async copy through pinned memory. In a capture it
         // runs on the side stream now, and the graph waits on its event.
         std::memcpy(staged, b.host_raw(), b.size());
+        if (tl_capturing) plan_unreplayable("an input uploaded from the host during the capture");
         cudaStream_t on = tl_capturing ? tl_state->upload : current_stream();
         KILN_CUDA_CHECK("to_device", cudaMemcpyAsync(b.device_raw(), staged, b.size(), cudaMemcpyHostToDevice, on));
         b.event = new_event();
@@ -367,6 +251,7 @@ const char* in_ptr(const array& a) {
         tl_state->staged = true;
       } else if (tl_capturing) {
         // Nothing on the captured stream runs before the launch: upload now.
+        plan_unreplayable("an input uploaded from the host during the capture");
         KILN_CUDA_CHECK("to_device", cudaMemcpyAsync(b.device_raw(), b.host_raw(), b.size(), cudaMemcpyHostToDevice,
                                                      tl_state->upload));
         KILN_CUDA_CHECK("to_device", cudaStreamSynchronize(tl_state->upload));
@@ -387,12 +272,16 @@ const char* in_ptr(const array& a) {
   if (event && event_stream != tl_stream_index) {
     // In a capture, an event recorded outside it becomes an event-wait node.
     unsigned flags = tl_capturing ? cudaEventWaitExternal : cudaEventWaitDefault;
+    if (tl_capturing) plan_unreplayable("a wait on another stream's event");
     KILN_CUDA_CHECK("wait", cudaStreamWaitEvent(current_stream(), raw(event), flags));
   }
-  return static_cast<const char*>(b.device_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
+  const char* p = static_cast<const char*>(b.device_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
+  plan_in(a, p);
+  return p;
 }
 
-bool host_scalar(const array& a, void* value) {
+namespace {
+bool read_host_scalar(const array& a, void* value) {
   const auto& d = *a.desc();
   if (!d.buffer || size_of(d.dtype) > 8) return false;
   for (size_t k = 0; k < d.shape.size(); ++k) {
@@ -405,6 +294,13 @@ bool host_scalar(const array& a, void* value) {
               size_of(d.dtype));
   return true;
 }
+}  // namespace
+
+bool host_scalar(const array& a, void* value) {
+  const bool found = read_host_scalar(a, value);
+  plan_scalar(a, found, value);
+  return found;
+}
 
 char* out_ptr(array& out) {
   auto& d = *out.desc();
@@ -412,7 +308,9 @@ char* out_ptr(array& out) {
   if (!b.device_raw()) b.set_device_raw(allocator::device_alloc(b.size(), "to_device"));
   b.set_valid(Buffer::kDevice);
   if (tl_written_set.insert(&b).second) tl_written.push_back(&b);
-  return static_cast<char*>(b.device_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
+  char* p = static_cast<char*>(b.device_raw()) + d.offset * static_cast<int64_t>(size_of(d.dtype));
+  plan_out(out, p);
+  return p;
 }
 
 void allocate(array& out, const char* op) {
@@ -445,12 +343,14 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
 IndexErrorSlot* index_error_slot(std::function<std::string(int64_t)> describe) {
   IndexErrorSlot* s = IndexSlotPool::instance().get();
   if (s) tl_checks.push_back({s, std::move(describe)});
+  plan_unreplayable("an index check (its error slot)");
   return s;
 }
 
 void* scratch(size_t bytes, const char* op) {
   auto b = allocator::malloc_device(bytes, op);
   void* p = b->device_raw();
+  plan_scratch(b, bytes);
   tl_scratch.push_back(std::move(b));
   return p;
 }
@@ -528,6 +428,151 @@ void record_completion(StreamState& st, int stream_index, std::vector<array>&& h
   }
 }
 
+using Clock = std::chrono::steady_clock;
+uint64_t ns_between(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
+}
+
+// Holds what a launched batch's kernels read until they ran, and publishes
+// its nodes (with `error` when the launch failed).
+void complete_batch(StreamState& st, std::vector<array>& nodes, size_t begin, size_t end, const Stream& stream,
+                    std::vector<array>&& held, std::string error) {
+  if (error.empty()) {
+    try {
+      for (size_t i = begin; i < end; ++i) {
+        std::vector<array> in = inputs_to_hold(*nodes[i].desc());
+        held.insert(held.end(), std::make_move_iterator(in.begin()), std::make_move_iterator(in.end()));
+      }
+      record_completion(st, stream.index, std::move(held));
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  for (size_t i = begin; i < end; ++i) {
+    if (!error.empty()) nodes[i].desc()->error = error;
+    finish_node(nodes[i]);
+    detail::release(nodes[i]);
+  }
+}
+
+// Launches the cached executable of a batch recorded before, when its plan
+// says that recording it again would give the same graph (graph_plan.h).
+// Returns false, with nothing launched and the outputs left without
+// buffers, otherwise.
+bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vector<array>& nodes, size_t begin,
+            size_t end, const Stream& stream) {
+  const size_t n = end - begin;
+  if (!plan.replayable) return explain_recording(plan.why_not, 0), false;
+  if (plan.prims.size() != n || plan.tf32 != tf32_matmul()) return explain_recording("another tf32 setting", 0), false;
+  for (size_t i = 0; i < n; ++i) {
+    const Primitive& p = *nodes[begin + i].desc()->primitive;
+    if (&p != plan.prims[i].get() && !p.is_equivalent(*plan.prims[i])) {
+      return explain_recording("a primitive with other parameters", i), false;
+    }
+  }
+  const auto t_begin = Clock::now();
+  st.retire(false);  // the last run's records may be all that still hold its buffers
+  std::vector<std::vector<array>> outs(n);
+  bool same = true;
+  const char* why = nullptr;
+  size_t where = 0;
+  size_t at = 0;  // position in plan.log
+  try {
+    for (size_t i = 0; i < n && same; ++i) {
+      ArrayDesc& d = *nodes[begin + i].desc();
+      outs[i] = node_outputs(nodes[begin + i]);
+      where = i;
+      bool kept_busy = false;
+      for (size_t o = 0; o < outs[i].size(); ++o) {
+        const PlanOutput& po = plan.outputs[i][o];
+        ArrayDesc& od = *outs[i][o].desc();
+        if (po.alias >= 0) {
+          const auto& in = d.inputs[po.alias].desc();
+          // Donation, as allocate_or_donate decides it: nobody else holds the input.
+          if (po.donated && !(in.use_count() == 1 && in->buffer && in->buffer.use_count() == 1 &&
+                              in->buffer->donatable())) {
+            why = "an input to write over that is held elsewhere";
+          }
+          od.buffer = in->buffer;
+        } else if (po.kept && po.kept.use_count() == 1) {
+          od.buffer = po.kept;
+        } else {
+          kept_busy = kept_busy || po.kept;
+          try {
+            od.buffer = allocator::malloc_device(po.bytes, d.primitive->name());
+          } catch (const Error&) {
+            why = "an output could not be allocated";  // recording it reports the failure on the right node
+          }
+        }
+        if (!od.buffer && !why) why = "an input without a buffer";
+        same = !why;
+        od.strides = po.strides;
+        od.offset = po.alias >= 0 ? d.inputs[po.alias].desc()->offset + po.offset : po.offset;
+      }
+      for (; same && at < plan.log.size() && plan.log[at].node == i; ++at) {
+        const PlanAccess& a = plan.log[at];
+        switch (a.kind) {
+          case PlanAccess::kIn:
+            same = in_ptr(d.inputs[a.slot]) == a.ptr;
+            if (!same) why = "an input at another address";
+            break;
+          case PlanAccess::kOut:
+            same = out_ptr(outs[i][a.slot]) == a.ptr;
+            if (!same) {
+              why = kept_busy ? "last time's buffer still held (by the caller or unfinished work)"
+                              : "an output at another address";
+            }
+            break;
+          case PlanAccess::kScalar: {
+            alignas(8) unsigned char v[8] = {};
+            const bool found = host_scalar(d.inputs[a.slot], v);
+            uint64_t u = 0;
+            if (found) std::memcpy(&u, v, size_of(d.inputs[a.slot].dtype()));
+            same = found == a.found && u == a.value;
+            if (!same) why = "another host scalar";
+            break;
+          }
+          case PlanAccess::kScratch:
+            tl_scratch.push_back(plan.scratch[a.slot]);
+            break;
+        }
+      }
+    }
+  } catch (const std::exception&) {
+    same = false;  // an upload that failed, say: recording the batch reports it on its node
+    why = "an error while checking the inputs";
+  }
+  if (!same) {
+    explain_recording(why, where);
+    for (auto& node_outs : outs) {
+      for (auto& o : node_outs) o.desc()->buffer.reset();
+    }
+    forget_written();
+    tl_scratch.clear();
+    return false;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t o = 0; o < outs[i].size(); ++o) {
+      PlanOutput& po = plan.outputs[i][o];
+      if (po.alias < 0 && po.kept) po.kept = outs[i][o].desc()->buffer;
+    }
+  }
+  const auto t_prepared = Clock::now();
+  std::string error;
+  std::vector<array> held;
+  try {
+    KILN_CUDA_CHECK("graph", cudaGraphLaunch(st.graphs.use(key, variant), st.stream));
+    count_graph_replay(n, ns_between(t_begin, t_prepared), ns_between(t_prepared, Clock::now()));
+    for (size_t i = 0; i < n; ++i) {
+      if (nodes[begin + i].desc()->siblings) held.insert(held.end(), outs[i].begin(), outs[i].end());
+    }
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  complete_batch(st, nodes, begin, end, stream, std::move(held), error);
+  return true;
+}
+
 // Records nodes [begin, end) into one CUDA graph and launches it. Returns
 // false, with nothing run and nothing published, when the batch could not
 // be captured (the caller then evaluates it eagerly).
@@ -552,14 +597,25 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   gpu_begin_node(stream);
   StreamState& st = *tl_state;
   const uint64_t key = batch_signature(nodes, begin, end);
+  const bool replays = graph_settings().replay;
+  // A replayable variant whose buffers were busy or elsewhere: record this
+  // one as another variant rather than over it.
+  bool add_variant = false;
+  if (auto* variants = replays ? st.graphs.variants(key) : nullptr) {
+    for (size_t v = 0; v < variants->size(); ++v) {
+      Plan* plan = (*variants)[v].plan.get();
+      if (!plan) continue;
+      if (replay(st, *plan, key, v, nodes, begin, end, stream)) return true;
+      add_variant = add_variant || (plan->replayable && plan->keep);
+    }
+  }
+  auto plan = std::make_unique<Plan>();
+  plan->tf32 = tf32_matmul();
+  plan->keep = replays && st.graphs.recordings(key) >= 1;
   if (cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  using Clock = std::chrono::steady_clock;
-  auto ns = [](Clock::time_point a, Clock::time_point b) {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count());
-  };
   const auto t_begin = Clock::now();
   tl_capturing = true;
   ++captures_underway;
@@ -567,14 +623,20 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   // The outputs of multi-output nodes: a sibling nobody holds was given a
   // scratch output, kept until the graph ran.
   std::vector<array> sibling_outputs;
-  for (size_t i = begin; i < end && ok; ++i) {
-    ArrayDesc& d = *nodes[i].desc();
-    try {
-      std::vector<array> outputs = node_outputs(nodes[i]);
-      d.primitive->eval_gpu(d.inputs, outputs);
-      if (d.siblings) sibling_outputs.insert(sibling_outputs.end(), outputs.begin(), outputs.end());
-    } catch (const std::exception&) {
-      ok = false;
+  {
+    std::optional<PlanRecorder> recorder;
+    if (replays) recorder.emplace(*plan);
+    for (size_t i = begin; i < end && ok; ++i) {
+      ArrayDesc& d = *nodes[i].desc();
+      try {
+        std::vector<array> outputs = node_outputs(nodes[i]);
+        if (recorder) recorder->begin_node(static_cast<uint32_t>(i - begin), d, outputs);
+        d.primitive->eval_gpu(d.inputs, outputs);
+        if (recorder) recorder->end_node();
+        if (d.siblings) sibling_outputs.insert(sibling_outputs.end(), outputs.begin(), outputs.end());
+      } catch (const std::exception&) {
+        ok = false;
+      }
     }
   }
   tl_capturing = false;
@@ -586,7 +648,11 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   cudaGraphExec_t exec = nullptr;
   if (ok && ended == cudaSuccess && graph) {
     try {
-      exec = st.graphs.get(key, graph, st.stream, end - begin);
+      if (replays) finish_plan(*plan);
+      exec = st.graphs.get(key, graph, st.stream, end - begin, replays && add_variant && plan->replayable);
+      // The executable now holds this recording's arguments: a plan from an
+      // earlier one must go.
+      st.graphs.set_plan(key, replays ? std::move(plan) : nullptr);
     } catch (const std::exception&) {
       exec = nullptr;
     }
@@ -606,21 +672,12 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   const auto t_prepared = Clock::now();
   try {
     KILN_CUDA_CHECK("graph", cudaGraphLaunch(exec, st.stream));
-    count_graph_time(ns(t_begin, t_captured), ns(t_captured, t_prepared), ns(t_prepared, Clock::now()));
-    std::vector<array> held = std::move(sibling_outputs);
-    for (size_t i = begin; i < end; ++i) {
-      std::vector<array> in = inputs_to_hold(*nodes[i].desc());
-      held.insert(held.end(), std::make_move_iterator(in.begin()), std::make_move_iterator(in.end()));
-    }
-    record_completion(st, stream.index, std::move(held));
+    count_graph_time(ns_between(t_begin, t_captured), ns_between(t_captured, t_prepared),
+                     ns_between(t_prepared, Clock::now()));
   } catch (const std::exception& e) {
     error = e.what();
   }
-  for (size_t i = begin; i < end; ++i) {
-    if (!error.empty()) nodes[i].desc()->error = error;
-    finish_node(nodes[i]);
-    detail::release(nodes[i]);
-  }
+  complete_batch(st, nodes, begin, end, stream, std::move(sibling_outputs), error);
   return true;
 }
 

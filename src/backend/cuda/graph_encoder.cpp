@@ -1,5 +1,6 @@
 #include "backend/cuda/graph_encoder.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -49,6 +50,8 @@ GraphSettings& graph_settings() {
     g->min_nodes = env_size("KILN_CUDA_GRAPH_MIN_NODES", 2);
     g->max_nodes = env_size("KILN_CUDA_GRAPH_MAX_NODES", 1024);
     g->max_bytes = env_size("KILN_CUDA_GRAPH_MAX_BYTES", size_t{256} << 20);
+    const char* replay = std::getenv("KILN_CUDA_GRAPH_REPLAY");
+    g->replay = !(replay && std::string(replay) == "0");
     return g;
   }();
   return *s;
@@ -70,6 +73,15 @@ void count_graph_time(uint64_t capture_ns, uint64_t prepare_ns, uint64_t launch_
   stats.launch_ns += launch_ns;
 }
 
+void count_graph_replay(size_t kiln_nodes, uint64_t prepare_ns, uint64_t launch_ns) {
+  std::lock_guard lock(stats_mutex);
+  ++stats.replayed;
+  ++stats.launched;
+  stats.nodes += kiln_nodes;
+  stats.prepare_ns += prepare_ns;
+  stats.launch_ns += launch_ns;
+}
+
 uint64_t batch_signature(const std::vector<array>& nodes, size_t begin, size_t end) {
   Hasher h;
   h.add(end - begin);
@@ -86,45 +98,81 @@ uint64_t batch_signature(const std::vector<array>& nodes, size_t begin, size_t e
 }
 
 GraphExecCache::~GraphExecCache() {
-  for (auto& [key, e] : map_) cudaGraphExecDestroy(e.exec);
+  for (auto& [key, e] : map_) {
+    for (auto& v : e.variants) cudaGraphExecDestroy(v.exec);
+  }
 }
 
-cudaGraphExec_t GraphExecCache::get(uint64_t key, cudaGraph_t graph, cudaStream_t stream, size_t kiln_nodes) {
+cudaGraphExec_t GraphExecCache::get(uint64_t key, cudaGraph_t graph, cudaStream_t stream, size_t kiln_nodes,
+                                    bool add_variant) {
   auto it = map_.find(key);
   if (it != map_.end()) {
-    cudaGraphExecUpdateResultInfo info{};
-    if (cudaGraphExecUpdate(it->second.exec, graph, &info) == cudaSuccess) {
-      ages_.splice(ages_.begin(), ages_, it->second.age);
-      std::lock_guard lock(stats_mutex);
-      ++stats.updated;
-      ++stats.launched;
-      stats.nodes += kiln_nodes;
-      return it->second.exec;
+    Entry& e = it->second;
+    ages_.splice(ages_.begin(), ages_, e.age);
+    ++e.recordings;
+    if (!e.variants.empty() && (!add_variant || e.variants.size() >= kMaxVariants)) {
+      // Refresh the least recently used variant and make it the first.
+      std::rotate(e.variants.begin(), e.variants.end() - 1, e.variants.end());
+      Variant& v = e.variants.front();
+      cudaGraphExecUpdateResultInfo info{};
+      if (cudaGraphExecUpdate(v.exec, graph, &info) == cudaSuccess) {
+        v.plan.reset();
+        std::lock_guard lock(stats_mutex);
+        ++stats.updated;
+        ++stats.launched;
+        stats.nodes += kiln_nodes;
+        return v.exec;
+      }
+      // A different topology under the same signature: build a new one.
+      cudaGetLastError();
+      KILN_CUDA_CHECK("graph", cudaStreamSynchronize(stream));
+      cudaGraphExecDestroy(v.exec);
+      e.variants.erase(e.variants.begin());
     }
-    // A different topology under the same signature: build a new one.
-    cudaGetLastError();
-    KILN_CUDA_CHECK("graph", cudaStreamSynchronize(stream));
-    cudaGraphExecDestroy(it->second.exec);
-    ages_.erase(it->second.age);
-    map_.erase(it);
-  }
-  if (map_.size() >= capacity_) {
-    // The oldest executable may still run from an earlier launch.
-    KILN_CUDA_CHECK("graph", cudaStreamSynchronize(stream));
-    uint64_t old = ages_.back();
-    cudaGraphExecDestroy(map_[old].exec);
-    map_.erase(old);
-    ages_.pop_back();
+  } else {
+    if (map_.size() >= capacity_) {
+      // The oldest executables may still run from an earlier launch.
+      KILN_CUDA_CHECK("graph", cudaStreamSynchronize(stream));
+      uint64_t old = ages_.back();
+      for (auto& v : map_[old].variants) cudaGraphExecDestroy(v.exec);
+      map_.erase(old);
+      ages_.pop_back();
+    }
+    ages_.push_front(key);
+    it = map_.emplace(key, Entry{ages_.begin(), 1, {}}).first;
   }
   cudaGraphExec_t exec = nullptr;
   KILN_CUDA_CHECK("graph", cudaGraphInstantiate(&exec, graph, 0));
-  ages_.push_front(key);
-  map_[key] = Entry{exec, ages_.begin()};
+  auto& variants = it->second.variants;
+  variants.insert(variants.begin(), Variant{exec, nullptr});
   std::lock_guard lock(stats_mutex);
   ++stats.instantiated;
   ++stats.launched;
   stats.nodes += kiln_nodes;
   return exec;
+}
+
+uint32_t GraphExecCache::recordings(uint64_t key) const {
+  auto it = map_.find(key);
+  return it == map_.end() ? 0 : it->second.recordings;
+}
+
+std::vector<GraphExecCache::Variant>* GraphExecCache::variants(uint64_t key) {
+  auto it = map_.find(key);
+  return it == map_.end() ? nullptr : &it->second.variants;
+}
+
+cudaGraphExec_t GraphExecCache::use(uint64_t key, size_t v) {
+  Entry& e = map_.at(key);
+  ages_.splice(ages_.begin(), ages_, e.age);
+  std::rotate(e.variants.begin(), e.variants.begin() + static_cast<std::ptrdiff_t>(v),
+              e.variants.begin() + static_cast<std::ptrdiff_t>(v) + 1);
+  return e.variants.front().exec;
+}
+
+void GraphExecCache::set_plan(uint64_t key, std::unique_ptr<Plan> plan) {
+  auto it = map_.find(key);
+  if (it != map_.end() && !it->second.variants.empty()) it->second.variants.front().plan = std::move(plan);
 }
 
 }  // namespace kiln::cuda

@@ -1,0 +1,172 @@
+// Recording a batch's plan while it is captured (graph_plan.h says what a
+// plan is and when a replay may use it).
+#include "backend/cuda/graph_plan.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::cuda {
+namespace {
+
+thread_local PlanRecorder* tl_recorder = nullptr;
+
+// The index of `a` among the current node's inputs (by identity), or -1.
+int input_index(const PlanRecorder& r, const array& a) {
+  const auto& ins = r.desc->inputs;
+  for (size_t k = 0; k < ins.size(); ++k) {
+    if (ins[k].desc().get() == a.desc().get()) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+int output_index(const PlanRecorder& r, const array& a) {
+  for (size_t k = 0; k < r.outputs->size(); ++k) {
+    if ((*r.outputs)[k].desc().get() == a.desc().get()) return static_cast<int>(k);
+  }
+  return -1;
+}
+
+}  // namespace
+
+void refuse(Plan& plan, const char* why) {
+  if (plan.replayable) plan.why_not = why;
+  plan.replayable = false;
+}
+
+void explain_recording(const char* why, size_t node) {
+  static const bool verbose = std::getenv("KILN_VERBOSE") != nullptr;
+  static std::atomic<int> told{0};
+  if (!verbose || told.fetch_add(1) >= 50) return;
+  std::fprintf(stderr, "kiln: CUDA graph recorded again, not replayed: %s (node %zu of the batch)\n", why, node);
+}
+
+PlanRecorder::PlanRecorder(Plan& p) : plan(p) { tl_recorder = this; }
+PlanRecorder::~PlanRecorder() { tl_recorder = nullptr; }
+
+void PlanRecorder::begin_node(uint32_t index, const ArrayDesc& d, const std::vector<array>& outs) {
+  node = index;
+  desc = &d;
+  outputs = &outs;
+  plan.prims.push_back(d.primitive);
+}
+
+void PlanRecorder::end_node() {
+  std::vector<PlanOutput> outs;
+  for (const auto& o : *outputs) {
+    const ArrayDesc& od = *o.desc();
+    PlanOutput po;
+    if (!od.buffer) {
+      refuse(plan, "an output without a buffer");
+      outs.push_back(std::move(po));
+      continue;
+    }
+    for (size_t k = 0; k < desc->inputs.size(); ++k) {
+      if (desc->inputs[k].desc()->buffer == od.buffer) {
+        po.alias = static_cast<int>(k);
+        break;
+      }
+    }
+    po.strides = od.strides;
+    // A view's offset follows its input's (which the signature leaves out).
+    po.offset = po.alias >= 0 ? od.offset - desc->inputs[po.alias].desc()->offset : od.offset;
+    po.bytes = od.buffer->size();
+    if (po.alias < 0) po.kept = od.buffer;
+    outs.push_back(std::move(po));
+  }
+  // An output written into an input's buffer was donated (a replay checks
+  // that the input is free to take over again). An own buffer the kernels
+  // did not write came from somewhere the plan cannot see.
+  std::vector<bool> written(outs.size(), false);
+  for (const auto& a : plan.log) {
+    if (a.node != node || a.kind != PlanAccess::kOut) continue;
+    written[a.slot] = true;
+    if (outs[a.slot].alias >= 0) outs[a.slot].donated = true;
+  }
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k].alias < 0 && !written[k]) refuse(plan, "an output buffer the kernels did not write");
+  }
+  plan.outputs.push_back(std::move(outs));
+  desc = nullptr;
+  outputs = nullptr;
+}
+
+void finish_plan(Plan& plan) {
+  size_t bytes = 0;
+  for (auto& node : plan.outputs) {
+    for (auto& o : node) {
+      if (o.kept) bytes += o.bytes;
+    }
+  }
+  for (size_t b : plan.scratch_bytes) bytes += b;
+  // Scratch addresses are baked into the graph: without them kept, the
+  // plan cannot be replayed.
+  if (!plan.keep || bytes > kPlanKeepBytes) {
+    for (auto& node : plan.outputs) {
+      for (auto& o : node) o.kept.reset();
+    }
+    if (!plan.scratch.empty()) refuse(plan, "scratch buffers not kept");
+    plan.scratch.clear();
+  }
+  if (!plan.replayable) {
+    plan.log.clear();
+    plan.outputs.clear();
+    plan.prims.clear();
+    plan.scratch.clear();
+  }
+}
+
+void plan_in(const array& a, const void* p) {
+  PlanRecorder* r = tl_recorder;
+  if (!r || !r->desc) return;
+  int k = input_index(*r, a);
+  if (k < 0) {
+    refuse(r->plan, "a pointer to an array that is not one of the node's inputs");
+    return;
+  }
+  r->plan.log.push_back({PlanAccess::kIn, false, r->node, static_cast<uint32_t>(k), p, 0});
+}
+
+void plan_out(const array& a, const void* p) {
+  PlanRecorder* r = tl_recorder;
+  if (!r || !r->desc) return;
+  int k = output_index(*r, a);
+  if (k < 0) {
+    refuse(r->plan, "a written array that is not one of the node's outputs");
+    return;
+  }
+  r->plan.log.push_back({PlanAccess::kOut, false, r->node, static_cast<uint32_t>(k), p, 0});
+}
+
+void plan_scalar(const array& a, bool found, const void* value) {
+  PlanRecorder* r = tl_recorder;
+  if (!r || !r->desc) return;
+  int k = input_index(*r, a);
+  if (k < 0) {
+    refuse(r->plan, "a host scalar that is not one of the node's inputs");
+    return;
+  }
+  uint64_t v = 0;
+  if (found) std::memcpy(&v, value, size_of(a.dtype()));
+  r->plan.log.push_back({PlanAccess::kScalar, found, r->node, static_cast<uint32_t>(k), nullptr, v});
+}
+
+void plan_scratch(const std::shared_ptr<Buffer>& b, size_t bytes) {
+  PlanRecorder* r = tl_recorder;
+  if (!r) return;
+  if (!r->desc) {
+    refuse(r->plan, "a scratch buffer outside a node");
+    return;
+  }
+  r->plan.log.push_back({PlanAccess::kScratch, false, r->node, static_cast<uint32_t>(r->plan.scratch.size()),
+                         b->device_raw(), 0});
+  r->plan.scratch.push_back(b);
+  r->plan.scratch_bytes.push_back(bytes);
+}
+
+void plan_unreplayable(const char* why) {
+  if (PlanRecorder* r = tl_recorder) refuse(r->plan, why);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,104 @@
+#pragma once
+// Replaying a recorded batch without recording it again: the eager host
+// cost of a repeated step (issue 14).
+//
+// An executable CUDA graph bakes in what its kernels were given: device
+// addresses, host scalars passed by value, scratch buffers. While a batch is
+// captured, a PlanRecorder notes each of these in the order the nodes asked
+// for them (in_ptr, out_ptr, host_scalar and scratch report here), with
+// where every output's buffer came from. When the same batch comes again
+// (same signature, equivalent primitives, same tf32 setting), the encoder
+// gives each output the buffer the plan kept from last time, asks for the
+// same pointers and scalars in the same order, and when every one matches it
+// launches the executable as it is: no eval_gpu, no capture, no
+// cudaGraphExecUpdate. What a replay cannot re-check makes the plan not
+// replayable, and that batch is recorded every time as before: an index
+// error slot, an upload or a cross-stream wait recorded into the graph, a
+// pointer to an array that is not the node's own input or output. An output
+// written into an input's buffer (donated) replays only when that input is
+// again held by nothing but this node.
+//
+// Buffers: a plan keeps its nodes' own outputs and scratch buffers (only
+// once its batch has been recorded twice, so a one-off graph keeps nothing;
+// at most kPlanKeepBytes). A kept buffer is reused only when the plan is its
+// sole owner: nobody can read it any more, and the kernels that used it last
+// ran earlier on the same stream.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/array_desc.h"
+#include "core/primitive.h"
+
+namespace kiln::cuda {
+
+inline constexpr size_t kPlanKeepBytes = size_t{256} << 20;
+
+struct PlanAccess {
+  enum Kind : uint8_t { kIn, kOut, kScalar, kScratch };
+  Kind kind = kIn;
+  bool found = false;  // kScalar: host_scalar's answer
+  uint32_t node = 0;   // index in the batch
+  uint32_t slot = 0;   // input or output index; kScratch: index into Plan::scratch
+  const void* ptr = nullptr;
+  uint64_t value = 0;  // kScalar: the scalar's bytes
+};
+
+struct PlanOutput {
+  int alias = -1;  // the input whose buffer this output shares (a view); -1: its own buffer
+  bool donated = false;  // alias and written: the input's buffer was free to take over
+  size_t bytes = 0;
+  Strides strides;
+  int64_t offset = 0;  // own buffer: the offset; alias: the offset past the input's
+  std::shared_ptr<Buffer> kept;
+};
+
+struct Plan {
+  bool replayable = true;
+  const char* why_not = nullptr;  // what made it not replayable (KILN_VERBOSE prints it)
+  bool tf32 = false;
+  bool keep = false;  // keep the buffers (the batch has been recorded before)
+  std::vector<std::shared_ptr<Primitive>> prims;
+  std::vector<std::vector<PlanOutput>> outputs;  // per node, per output
+  std::vector<PlanAccess> log;
+  std::vector<std::shared_ptr<Buffer>> scratch;
+  std::vector<size_t> scratch_bytes;
+};
+
+// Installs itself as this thread's recorder for the lifetime of a capture.
+class PlanRecorder {
+ public:
+  explicit PlanRecorder(Plan& plan);
+  ~PlanRecorder();
+  PlanRecorder(const PlanRecorder&) = delete;
+  PlanRecorder& operator=(const PlanRecorder&) = delete;
+  // Around one node's eval_gpu: `outputs` as handed to it.
+  void begin_node(uint32_t index, const ArrayDesc& node, const std::vector<array>& outputs);
+  void end_node();
+
+  Plan& plan;
+  uint32_t node = 0;
+  const ArrayDesc* desc = nullptr;
+  const std::vector<array>* outputs = nullptr;
+};
+
+// After the capture: drops the kept buffers when the plan may not keep them
+// (!plan.keep, or more than kPlanKeepBytes), and everything when the plan
+// is not replayable.
+void finish_plan(Plan& plan);
+
+// Hooks for the backend's pointer functions: no-ops unless a capture on this
+// thread is recording a plan.
+void plan_in(const array& a, const void* p);
+void plan_out(const array& a, const void* p);
+void plan_scalar(const array& a, bool found, const void* value);
+void plan_scratch(const std::shared_ptr<Buffer>& b, size_t bytes);
+void plan_unreplayable(const char* why);
+// Marks `plan` not replayable for the reason `why` (kept: the first one).
+void refuse(Plan& plan, const char* why);
+// KILN_VERBOSE: says on stderr why a batch was recorded instead of replayed
+// (the first 50 times in the process).
+void explain_recording(const char* why, size_t node);
+
+}  // namespace kiln::cuda
