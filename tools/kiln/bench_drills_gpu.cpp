@@ -605,14 +605,6 @@ void score(BenchRow& row, const GpuCeilings& ceil) {
   row.roof_fraction = std::max(memory_floor, compute_floor) / (*row.time_us * 1e-6);
 }
 
-BenchRow finish_row(BenchRow& row, const GpuDrill& d) {
-  if (row.time_us) {
-    row.gbps = d.bytes / (*row.time_us * 1e-6) / 1e9;
-    row.gflops = d.flops / (*row.time_us * 1e-6) / 1e9;
-  }
-  return row;
-}
-
 BenchRow measure(const GpuDrill& d, const BenchOptions& opts) {
   BenchRow row;
   row.drill = d.drill;
@@ -625,36 +617,27 @@ BenchRow measure(const GpuDrill& d, const BenchOptions& opts) {
   try {
     GpuCase c = d.prepare();
     cuda::set_tf32_matmul(c.tf32);
+    Timing t;
     if (d.public_eval) {
       // As a user runs a step (and as MLX's peer is timed): build, eval,
       // the previous output dropped first.
       std::optional<array> last;
       for (auto& in : c.input_sets) eval(in);
-      Timing t = time_median([&] {
+      t = time_median([&] {
         last.reset();
         array y = c.make(c.input_sets[0]);
         eval(y);
         last = std::move(y);
       }, std::max(opts.reps, 5), 15.0);
-      last.reset();
-      row.time_us = t.median_us;
-      row.reps = t.reps;
-      synchronize(gpu_stream());
-      if (c.check) {
-        row.peer_difference = difference_from_cpu(c);
-        row.peer_agrees = *row.peer_difference <= c.tolerance;
-        if (!row.peer_agrees) row.error = "GPU output differs from the CPU's beyond " + std::to_string(c.tolerance);
+    } else {
+      std::vector<std::vector<std::vector<array>>> tapes;
+      for (const auto& in : c.input_sets) {
+        tapes.push_back(tape_of(c.make(in)));
+        if (tapes.back().empty()) throw Error("[bench] the drill's graph has nothing to compute");
       }
-      cuda::set_tf32_matmul(false);
-      return finish_row(row, d);
+      const int sets = static_cast<int>(tapes.size());
+      t = time_on_stream([&](int i) { replay(tapes[i % sets]); }, sets, std::max(opts.reps, 3));
     }
-    std::vector<std::vector<std::vector<array>>> tapes;
-    for (const auto& in : c.input_sets) {
-      tapes.push_back(tape_of(c.make(in)));
-      if (tapes.back().empty()) throw Error("[bench] the drill's graph has nothing to compute");
-    }
-    const int sets = static_cast<int>(tapes.size());
-    Timing t = time_on_stream([&](int i) { replay(tapes[i % sets]); }, sets, std::max(opts.reps, 3));
     row.time_us = t.median_us;
     row.reps = t.reps;
     synchronize(gpu_stream());
@@ -668,7 +651,11 @@ BenchRow measure(const GpuDrill& d, const BenchOptions& opts) {
     cuda::set_tf32_matmul(false);
     row.error = e.what();
   }
-  return finish_row(row, d);
+  if (row.time_us) {
+    row.gbps = d.bytes / (*row.time_us * 1e-6) / 1e9;
+    row.gflops = d.flops / (*row.time_us * 1e-6) / 1e9;
+  }
+  return row;
 }
 
 

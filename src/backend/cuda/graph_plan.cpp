@@ -117,39 +117,44 @@ void finish_plan(Plan& plan) {
   }
 }
 
-void plan_in(const array& a, const void* p) {
+namespace {
+// The recorder of the node being captured (nullptr: none) and the index of
+// `a` among that node's inputs or outputs; a pointer or value for anything
+// else cannot be checked by a replay: the plan is refused.
+PlanRecorder* recording(const array& a, bool output, uint32_t& slot, const char* why) {
   PlanRecorder* r = tl_recorder;
-  if (!r || !r->desc) return;
-  int k = input_index(*r, a);
+  if (!r || !r->desc) return nullptr;
+  const int k = output ? output_index(*r, a) : input_index(*r, a);
   if (k < 0) {
-    refuse(r->plan, "a pointer to an array that is not one of the node's inputs");
-    return;
+    refuse(r->plan, why);
+    return nullptr;
   }
-  r->plan.log.push_back({PlanAccess::kIn, false, r->node, static_cast<uint32_t>(k), p, 0});
+  slot = static_cast<uint32_t>(k);
+  return r;
+}
+}  // namespace
+
+void plan_in(const array& a, const void* p) {
+  uint32_t k = 0;
+  if (PlanRecorder* r = recording(a, false, k, "a pointer to an array that is not one of the node's inputs")) {
+    r->plan.log.push_back({PlanAccess::kIn, false, r->node, k, p, 0});
+  }
 }
 
 void plan_out(const array& a, const void* p) {
-  PlanRecorder* r = tl_recorder;
-  if (!r || !r->desc) return;
-  int k = output_index(*r, a);
-  if (k < 0) {
-    refuse(r->plan, "a written array that is not one of the node's outputs");
-    return;
+  uint32_t k = 0;
+  if (PlanRecorder* r = recording(a, true, k, "a written array that is not one of the node's outputs")) {
+    r->plan.log.push_back({PlanAccess::kOut, false, r->node, k, p, 0});
   }
-  r->plan.log.push_back({PlanAccess::kOut, false, r->node, static_cast<uint32_t>(k), p, 0});
 }
 
 void plan_scalar(const array& a, bool found, const void* value) {
-  PlanRecorder* r = tl_recorder;
-  if (!r || !r->desc) return;
-  int k = input_index(*r, a);
-  if (k < 0) {
-    refuse(r->plan, "a host scalar that is not one of the node's inputs");
-    return;
+  uint32_t k = 0;
+  if (PlanRecorder* r = recording(a, false, k, "a host scalar that is not one of the node's inputs")) {
+    uint64_t v = 0;
+    if (found) std::memcpy(&v, value, size_of(a.dtype()));
+    r->plan.log.push_back({PlanAccess::kScalar, found, r->node, k, nullptr, v});
   }
-  uint64_t v = 0;
-  if (found) std::memcpy(&v, value, size_of(a.dtype()));
-  r->plan.log.push_back({PlanAccess::kScalar, found, r->node, static_cast<uint32_t>(k), nullptr, v});
 }
 
 void plan_scratch(const std::shared_ptr<Buffer>& b, size_t bytes) {
