@@ -47,6 +47,7 @@ PlanRecorder::~PlanRecorder() { tl_recorder = nullptr; }
 
 void PlanRecorder::begin_node(uint32_t index, const ArrayDesc& d, const std::vector<array>& outs) {
   node = index;
+  node_log = plan.log.size();
   desc = &d;
   outputs = &outs;
   plan.prims.push_back(d.primitive);
@@ -79,8 +80,9 @@ void PlanRecorder::end_node() {
   // that the input is free to take over again). An own buffer the kernels
   // did not write came from somewhere the plan cannot see.
   std::vector<bool> written(outs.size(), false);
-  for (const auto& a : plan.log) {
-    if (a.node != node || a.kind != PlanAccess::kOut) continue;
+  for (size_t i = node_log; i < plan.log.size(); ++i) {
+    const PlanAccess& a = plan.log[i];
+    if (a.kind != PlanAccess::kOut) continue;
     written[a.slot] = true;
     if (outs[a.slot].alias >= 0) outs[a.slot].donated = true;
   }

@@ -79,6 +79,7 @@ class PlanRecorder {
 
   Plan& plan;
   uint32_t node = 0;
+  size_t node_log = 0;  // where the current node's entries of plan.log begin
   const ArrayDesc* desc = nullptr;
   const std::vector<array>* outputs = nullptr;
 };
