@@ -50,10 +50,15 @@ void PlanRecorder::begin_node(uint32_t index, const ArrayDesc& d, const std::vec
   node_log = plan.log.size();
   desc = &d;
   outputs = &outs;
-  plan.prims.push_back(d.primitive);
+  if (plan.replayable) plan.prims.push_back(d.primitive);
 }
 
 void PlanRecorder::end_node() {
+  if (!plan.replayable) {  // nothing more to note (a decode step refused early costs a branch per hook)
+    desc = nullptr;
+    outputs = nullptr;
+    return;
+  }
   std::vector<PlanOutput> outs;
   for (const auto& o : *outputs) {
     const ArrayDesc& od = *o.desc();
@@ -125,7 +130,7 @@ namespace {
 // else cannot be checked by a replay: the plan is refused.
 PlanRecorder* recording(const array& a, bool output, uint32_t& slot, const char* why) {
   PlanRecorder* r = tl_recorder;
-  if (!r || !r->desc) return nullptr;
+  if (!r || !r->desc || !r->plan.replayable) return nullptr;
   const int k = output ? output_index(*r, a) : input_index(*r, a);
   if (k < 0) {
     refuse(r->plan, why);
@@ -161,7 +166,7 @@ void plan_scalar(const array& a, bool found, const void* value) {
 
 void plan_scratch(const std::shared_ptr<Buffer>& b, size_t bytes) {
   PlanRecorder* r = tl_recorder;
-  if (!r) return;
+  if (!r || !r->plan.replayable) return;
   if (!r->desc) {
     refuse(r->plan, "a scratch buffer outside a node");
     return;
