@@ -350,7 +350,7 @@ IndexErrorSlot* index_error_slot(std::function<std::string(int64_t)> describe) {
 void* scratch(size_t bytes, const char* op) {
   auto b = allocator::malloc_device(bytes, op);
   void* p = b->device_raw();
-  plan_scratch(b, bytes);
+  plan_scratch(b);
   tl_scratch.push_back(std::move(b));
   return p;
 }

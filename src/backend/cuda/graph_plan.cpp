@@ -106,7 +106,7 @@ void finish_plan(Plan& plan) {
       if (o.kept) bytes += o.bytes;
     }
   }
-  for (size_t b : plan.scratch_bytes) bytes += b;
+  for (const auto& b : plan.scratch) bytes += b->size();
   // Scratch addresses are baked into the graph: without them kept, the
   // plan cannot be replayed.
   if (!plan.keep || bytes > kPlanKeepBytes) {
@@ -164,7 +164,7 @@ void plan_scalar(const array& a, bool found, const void* value) {
   }
 }
 
-void plan_scratch(const std::shared_ptr<Buffer>& b, size_t bytes) {
+void plan_scratch(const std::shared_ptr<Buffer>& b) {
   PlanRecorder* r = tl_recorder;
   if (!r || !r->plan.replayable) return;
   if (!r->desc) {
@@ -174,7 +174,6 @@ void plan_scratch(const std::shared_ptr<Buffer>& b, size_t bytes) {
   r->plan.log.push_back({PlanAccess::kScratch, false, r->node, static_cast<uint32_t>(r->plan.scratch.size()),
                          b->device_raw(), 0});
   r->plan.scratch.push_back(b);
-  r->plan.scratch_bytes.push_back(bytes);
 }
 
 void plan_unreplayable(const char* why) {

@@ -63,7 +63,6 @@ struct Plan {
   std::vector<std::vector<PlanOutput>> outputs;  // per node, per output
   std::vector<PlanAccess> log;
   std::vector<std::shared_ptr<Buffer>> scratch;
-  std::vector<size_t> scratch_bytes;
 };
 
 // Installs itself as this thread's recorder for the lifetime of a capture.
@@ -94,7 +93,7 @@ void finish_plan(Plan& plan);
 void plan_in(const array& a, const void* p);
 void plan_out(const array& a, const void* p);
 void plan_scalar(const array& a, bool found, const void* value);
-void plan_scratch(const std::shared_ptr<Buffer>& b, size_t bytes);
+void plan_scratch(const std::shared_ptr<Buffer>& b);
 void plan_unreplayable(const char* why);
 // Marks `plan` not replayable for the reason `why` (kept: the first one).
 void refuse(Plan& plan, const char* why);
