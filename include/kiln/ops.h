@@ -548,9 +548,12 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
 // the 32; computed in float32), so each output moves by at most
 // sum_i (d_i / 2) |w_i| (about 0.4% of amax per term) beyond float32
 // rounding; a block holding NaN or inf makes its row NaN. Every row count
-// rounds the same way. float64 x is not rounded, nor is x on the GPU or
-// under vmap over the weights; KILN_BLOCK_X=float (read once) keeps the
-// CPU's float kernels.
+// rounds the same way. float64 x is not rounded, nor is x under vmap over
+// the weights; KILN_BLOCK_X=float (read once) keeps the float kernels on
+// both backends. On the GPU x is rounded the same way (the same codes) for
+// one row of x (decode) with Q4_K weights, and with Q4_0 / Q8_0 weights
+// when x is float32; other GPU cases multiply x as it is (their kernels
+// were as fast or faster that way).
 array quantized_matmul(const array& x, const array& w, const array& scales,
                        const std::optional<array>& biases = std::nullopt, bool transpose = true,
                        std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,

@@ -136,6 +136,46 @@ TEST_F(GpuBlocks, DecodeOnLongRows) {
   }
 }
 
+// One row of x rounded to 8 bits (the default for Q4_K, and for float32 x:
+// quant_blocks_qmv_i8.cu) against the CPU's rounding: the same codes and exact integer sums on both
+// sides, so only the float32 order of the per-block terms differs. Shapes
+// that take each lanes-per-row choice (K / 256 items per row, N against the
+// resident warps): 1 item (lanes idle), 16 and 32, 56 (a partial second
+// round), more rows than the warps take at once (tasks in two rounds).
+// x holds an all-zero block and, in one case, an infinity (its row is NaN).
+TEST_F(GpuBlocks, DecodeWithXRoundedTo8Bits) {
+  cpu::set_block_x_int8_override(1);
+  struct Case {
+    std::string mode;
+    int n, k;
+  };
+  const std::vector<Case> cases = {{"q4_0", 37, 256},    {"q4_0", 37, 4096},  {"q4_0", 6001, 4096},
+                                   {"q4_0", 20003, 2048}, {"q4_0", 129, 14336}, {"q8_0", 37, 8192},
+                                   {"q8_0", 6001, 4096}, {"q8_0", 45, 14336}, {"q4_k", 37, 4096},
+                                   {"q4_k", 6001, 4096}, {"q4_k", 45, 14336}, {"q4_k", 37, 768}};
+  for (const Case& cs : cases) {
+    array w = detail::block_quantize(random_array({cs.n, cs.k}), cs.mode, Device::cpu)[0];
+    // (Q4_0 and Q8_0 take this kernel for float32 x only.)
+    for (Dtype t : cs.mode == "q4_k" ? std::vector<Dtype>{float32, bfloat16, float16} : std::vector<Dtype>{float32}) {
+      SCOPED_TRACE(cs.mode + " N=" + std::to_string(cs.n) + " K=" + std::to_string(cs.k) + " " + dtype_name(t));
+      const std::vector<double> xd = to_double(random_array({1, cs.k}));
+      std::vector<float> xv(xd.begin(), xd.end());
+      for (int i = 32; i < 64; ++i) xv[i] = 0.f;  // an all-zero block: d = 0
+      array x = astype(array(xv, {1, cs.k}), t);
+      array c = detail::block_quantized_matmul(astype(x, float32), w, true, cs.mode, Device::cpu);
+      array g = detail::block_quantized_matmul(x, w, true, cs.mode, Device::gpu);
+      EXPECT_EQ(g.dtype(), t);
+      expect_near_scaled(g, c, t == float32 ? 1e-5 : 1e-2);
+    }
+  }
+  const std::vector<double> xd = to_double(random_array({1, 4096}));
+  std::vector<float> xv(xd.begin(), xd.end());
+  xv[100] = INFINITY;
+  array w = detail::block_quantize(random_array({40, 4096}), "q4_k", Device::cpu)[0];
+  array g = detail::block_quantized_matmul(astype(array(xv, {1, 4096}), bfloat16), w, true, "q4_k", Device::gpu);
+  for (double v : to_double(g)) EXPECT_TRUE(std::isnan(v));
+}
+
 TEST_F(GpuBlocks, StridedBatchedX) {
   array w = detail::block_quantize(random_array({33, 512}), "q4_k", Device::cpu)[0];
   array x = transpose(random_array({512, 6}));

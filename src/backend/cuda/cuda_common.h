@@ -63,6 +63,11 @@ bool host_scalar(const array& a, void* value);
 // Device pointer of out's buffer for writing; marks the device copy as the
 // only valid one and registers the buffer for the node's completion event.
 char* out_ptr(array& out);
+// True while a batch is being captured into a CUDA graph and no node of it
+// has written a's buffer: a's bytes were complete before the graph began,
+// so a kernel of the graph may read them before the kernel ahead of it has
+// finished (programmatic dependent launch).
+bool complete_before_capture(const array& a);
 
 // Whether float32 matmuls may use the tensor cores' tf32 mode (default: the
 // environment variable KILN_CUDA_TF32=1). Global, read at each matmul.

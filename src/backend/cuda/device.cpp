@@ -35,6 +35,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/cpu/quant_blocks_cpu.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/graph_encoder.h"
 #include "backend/cuda/device_pools.h"
@@ -313,6 +314,11 @@ char* out_ptr(array& out) {
   return p;
 }
 
+bool complete_before_capture(const array& a) {
+  const auto& b = a.desc()->buffer;
+  return tl_capturing && b && !tl_written_set.count(b.get());
+}
+
 void allocate(array& out, const char* op) {
   auto& d = *out.desc();
   try {
@@ -463,7 +469,10 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
             size_t end, const Stream& stream) {
   const size_t n = end - begin;
   if (!plan.replayable) return explain_recording(plan.why_not, 0), false;
-  if (plan.prims.size() != n || plan.tf32 != tf32_matmul()) return explain_recording("another tf32 setting", 0), false;
+  if (plan.prims.size() != n) return explain_recording("another number of nodes", 0), false;
+  if (plan.tf32 != tf32_matmul() || plan.block_x_int8 != cpu::block_x_int8()) {
+    return explain_recording("another tf32 or block-format x setting", 0), false;
+  }
   for (size_t i = 0; i < n; ++i) {
     const Primitive& p = *nodes[begin + i].desc()->primitive;
     if (&p != plan.prims[i].get() && !p.is_equivalent(*plan.prims[i])) {
@@ -611,6 +620,7 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   }
   auto plan = std::make_unique<Plan>();
   plan->tf32 = tf32_matmul();
+  plan->block_x_int8 = cpu::block_x_int8();
   plan->keep = replays && st.graphs.recordings(key) >= 1;
   if (cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
     cudaGetLastError();

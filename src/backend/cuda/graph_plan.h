@@ -7,14 +7,14 @@
 // captured, a PlanRecorder notes each of these in the order the nodes asked
 // for them (in_ptr, out_ptr, host_scalar and scratch report here), with
 // where every output's buffer came from. When the same batch comes again
-// (same signature, equivalent primitives, same tf32 setting), the encoder
-// gives each output the buffer the plan kept from last time, asks for the
-// same pointers and scalars in the same order, and when every one matches it
-// launches the executable as it is: no eval_gpu, no capture, no
-// cudaGraphExecUpdate. What a replay cannot re-check makes the plan not
-// replayable, and that batch is recorded every time as before: an index
-// error slot, an upload or a cross-stream wait recorded into the graph, a
-// pointer to an array that is not the node's own input or output. An output
+// (same signature, equivalent primitives, same tf32 and block-format x
+// settings), the encoder gives each output the buffer the plan kept from
+// last time, asks for the same pointers and scalars in the same order, and
+// when every one matches it launches the executable as it is: no eval_gpu,
+// no capture, no cudaGraphExecUpdate. What a replay cannot re-check makes
+// the plan not replayable, and that batch is recorded every time as before:
+// an index error slot, an upload or a cross-stream wait recorded into the
+// graph, a pointer to an array that is not the node's own input or output. An output
 // written into an input's buffer (donated) replays only when that input is
 // again held by nothing but this node.
 //
@@ -58,6 +58,7 @@ struct Plan {
   bool replayable = true;
   const char* why_not = nullptr;  // what made it not replayable (KILN_VERBOSE prints it)
   bool tf32 = false;
+  bool block_x_int8 = false;  // the kernels a block-format QMV picked (cpu::block_x_int8)
   bool keep = false;  // keep the buffers (the batch has been recorded before)
   std::vector<std::shared_ptr<Primitive>> prims;
   std::vector<std::vector<PlanOutput>> outputs;  // per node, per output

@@ -35,6 +35,7 @@
 
 #include <algorithm>
 
+#include "backend/cpu/quant_blocks_cpu.h"
 #include "backend/cpu/quant_blocks_math.h"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/kernel_utils.cuh"
@@ -239,10 +240,22 @@ __global__ void __launch_bounds__(kWarps * 32) qmv_kernel(const T* __restrict__ 
 }
 
 template <BlockFormat F, typename T>
-void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_t K, cudaStream_t s) {
+void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_t K, bool w_early, cudaStream_t s) {
   int64_t row_bytes = K / block_layout(F).block * block_layout(F).bytes;
   bool vector_rows = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   int64_t grid = std::min<int64_t>((N + kWarps - 1) / kWarps, int64_t{device_sm_count()} * 16);
+  if constexpr ((F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) &&
+                !std::is_same_v<T, double>) {
+    // One row of x (decode) rounded to 8 bits, integer dot products
+    // (quant_blocks_qmv_i8.cu), where that measured faster: Q4_K, and float32
+    // x (16-bit x on Q4_0 / Q8_0 stays on the tensor-core kernels below:
+    // the 8B decode step ran 3-10% slower with this kernel).
+    if ((F == BlockFormat::q4_k || std::is_same_v<T, float>) && M == 1 && N <= INT32_MAX && cpu::block_x_int8() &&
+        launch_qmv_i8<T>(x, w, y, static_cast<int>(N), static_cast<int>(K), F, w_early, s)) {
+      KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+      return;
+    }
+  }
   if constexpr ((F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) &&
                 (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>)) {
     // Up to 8 rows of x on the tensor cores (quant_blocks_qmv.cu) where the shape allows.
@@ -360,12 +373,16 @@ void BlockQuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out
   }
   const char* x = cuda::row_major_as(inputs[0], inputs[0].dtype(), "quantized_matmul", 16);
   const auto* w = reinterpret_cast<const uint8_t*>(cuda::row_major_as(inputs[1], uint8, "quantized_matmul"));
+  // w as it is (not a copy made here) and written by no kernel of the batch being captured.
+  const bool w_early = inputs[1].dtype() == uint8 &&
+                       detail::is_row_contiguous(inputs[1].shape(), inputs[1].desc()->strides) &&
+                       cuda::complete_before_capture(inputs[1]);
   cuda::dispatch(out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (std::is_same_v<T, float> || cuda::is_half_v<T>) {
       dispatch_format(format_, [&](auto fc) {
         constexpr BlockFormat F = decltype(fc)::value;
-        cuda::launch_qmv<F, T>(reinterpret_cast<const T*>(x), w, reinterpret_cast<T*>(y), rows, n, k, s);
+        cuda::launch_qmv<F, T>(reinterpret_cast<const T*>(x), w, reinterpret_cast<T*>(y), rows, n, k, w_early, s);
       });
     } else {
       throw Error(std::string("[quantized_matmul] unsupported dtype ") + dtype_name(out.dtype()));

@@ -121,4 +121,14 @@ bool launch_q4k_stream(const T* x, const uint8_t* w, T* y, int N, int K, int M, 
 template <typename T>
 bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, int M, BlockFormat f, cudaStream_t st);
 
+// Q4_0 / Q8_0 / Q4_K for one row of x rounded to 8 bits, as the CPU rounds
+// it (quant_blocks_qmv_i8.cu): float32, bfloat16 or float16 x; false when K
+// is not a multiple of 256 or w / x are not 16-byte aligned. Taken when
+// cpu::block_x_int8() (KILN_BLOCK_X=float turns it off on both backends).
+// w_early: w was complete before the batch being captured began (no kernel
+// of this graph writes it), so the kernel may load it before the one ahead
+// of it in the stream has finished (cuda_common.h, complete_before_capture).
+template <typename T>
+bool launch_qmv_i8(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st);
+
 }  // namespace kiln::cuda
