@@ -137,8 +137,9 @@ TEST_F(GpuBlocks, DecodeOnLongRows) {
 }
 
 // One row of x rounded to 8 bits (the default for Q4_K, and for float32 x:
-// quant_blocks_qmv_i8.cu) against the CPU's rounding: the same codes and exact integer sums on both
-// sides, so only the float32 order of the per-block terms differs. Shapes
+// quant_blocks_qmv_i8.cu) against the CPU's rounding: the same codes and
+// exact integer sums on both sides, so only the float32 order of the
+// per-block terms differs. Shapes
 // that take each lanes-per-row choice (K / 256 items per row, N against the
 // resident warps): 1 item (lanes idle), 16 and 32, 56 (a partial second
 // round), more rows than the warps take at once (tasks in two rounds).

@@ -244,13 +244,13 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
   int64_t row_bytes = K / block_layout(F).block * block_layout(F).bytes;
   bool vector_rows = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   int64_t grid = std::min<int64_t>((N + kWarps - 1) / kWarps, int64_t{device_sm_count()} * 16);
-  if constexpr ((F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) &&
-                !std::is_same_v<T, double>) {
+  if constexpr (F == BlockFormat::q4_k ||
+                ((F == BlockFormat::q4_0 || F == BlockFormat::q8_0) && std::is_same_v<T, float>)) {
     // One row of x (decode) rounded to 8 bits, integer dot products
     // (quant_blocks_qmv_i8.cu), where that measured faster: Q4_K, and float32
     // x (16-bit x on Q4_0 / Q8_0 stays on the tensor-core kernels below:
     // the 8B decode step ran 3-10% slower with this kernel).
-    if ((F == BlockFormat::q4_k || std::is_same_v<T, float>) && M == 1 && N <= INT32_MAX && cpu::block_x_int8() &&
+    if (M == 1 && N <= INT32_MAX && cpu::block_x_int8() &&
         launch_qmv_i8<T>(x, w, y, static_cast<int>(N), static_cast<int>(K), F, w_early, s)) {
       KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
       return;

@@ -90,8 +90,7 @@ __device__ __forceinline__ int byte_at(const uint32_t (&w)[NW], int o) {
 template <BlockFormat F>
 __device__ __forceinline__ float dot_item(const uint32_t (&w)[item_bytes<F>() / 4], const int4* xq, const float2* xds) {
   float acc = 0.f;
-  if constexpr (F == BlockFormat::q4_0) {  // 18-byte blocks: d, 16 bytes of
-                                           // nibbles (j, j + 16)
+  if constexpr (F == BlockFormat::q4_0) {  // 18-byte blocks: d, 16 bytes of nibbles (j, j + 16)
 #pragma unroll
     for (int b = 0; b < 8; ++b) {
       const int o = 18 * b;
@@ -109,8 +108,7 @@ __device__ __forceinline__ float dot_item(const uint32_t (&w)[item_bytes<F>() / 
       s = __dp4a(static_cast<int>((q3 >> 4) & kLo), x1.w, s);
       acc = fmaf(half_at(w, o) * ds.x, static_cast<float>(s), acc);
     }
-  } else if constexpr (F == BlockFormat::q8_0) {  // 34-byte blocks: d, 32 signed
-                                                  // codes
+  } else if constexpr (F == BlockFormat::q8_0) {  // 34-byte blocks: d, 32 signed codes
 #pragma unroll
     for (int b = 0; b < 4; ++b) {
       const int o = 34 * b;
@@ -126,8 +124,7 @@ __device__ __forceinline__ float dot_item(const uint32_t (&w)[item_bytes<F>() / 
       s = __dp4a(static_cast<int>(word_at(w, o + 30)), x1.w, s);
       acc = fmaf(half_at(w, o) * xds[b].x, static_cast<float>(s), acc);
     }
-  } else {  // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 4 x 32 bytes of
-            // nibbles
+  } else {  // Q4_K: d, dmin, 12 bytes of 6-bit scales and mins, 4 x 32 bytes of nibbles
     const float d = half_at(w, 0), dmin = half_at(w, 2);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -150,22 +147,13 @@ __device__ __forceinline__ float dot_item(const uint32_t (&w)[item_bytes<F>() / 
       s = __dp4a(static_cast<int>((w[base + 5] >> sh) & kLo), x1.y, s);
       s = __dp4a(static_cast<int>((w[base + 6] >> sh) & kLo), x1.z, s);
       s = __dp4a(static_cast<int>((w[base + 7] >> sh) & kLo), x1.w, s);
-      // w = a q + b per sub-block (a = d sc, b = -dmin m): a d_x s + b d_x sum
-      // q.
+      // w = a q + b per sub-block (a = d sc, b = -dmin m): a d_x s + b d_x sum q.
       const float dx = ds.x;
       acc = fmaf(d * static_cast<float>(sc) * dx, static_cast<float>(s), acc);
       acc = fmaf(-dmin * static_cast<float>(m) * dx, static_cast<float>(__float_as_int(ds.y)), acc);
     }
   }
   return acc;
-}
-
-template <typename T>
-__device__ __forceinline__ float to_f(T v) {
-  if constexpr (std::is_same_v<T, float>)
-    return v;
-  else
-    return static_cast<float>(v);
 }
 
 // Rounds x's 32 values at src to codes (q) and (d, sum of codes) (ds),
@@ -181,7 +169,7 @@ __device__ __forceinline__ void round_x_block(const T* __restrict__ src, uint8_t
     const uint4 u = __ldg(reinterpret_cast<const uint4*>(src) + c);
     const T* e = reinterpret_cast<const T*>(&u);
 #pragma unroll
-    for (int i = 0; i < kPer16; ++i) v[c * kPer16 + i] = to_f(e[i]);
+    for (int i = 0; i < kPer16; ++i) v[c * kPer16 + i] = static_cast<float>(e[i]);
   }
   float amax = 0.f;
   bool finite = true;
@@ -242,8 +230,7 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_i8_kernel(const T* __restrict
                        reinterpret_cast<const float2*>(g + 256) + b % 8);
   };
   float acc = 0.f;
-  // Ends unit (t, j): the row's sum when it was the task's last round; moves to
-  // the next unit.
+  // Ends unit (t, j): the row's sum when it was the task's last round; moves to the next unit.
   auto advance = [&]() {
     if (j == rounds - 1) {
 #pragma unroll
