@@ -157,22 +157,38 @@ TEST(FastNorm, EveryKernelLevelGivesTheSameBits) {
   }
 }
 
-// float32 outputs larger than the last-level cache are written with
-// streaming stores (fast_norm.cpp, forced here through the threshold): the
-// same bits as normal stores; 4099 columns leave rows that start off the
-// 64-byte alignment the streamed stores need, and a tail per row.
+// float32 and bfloat16 outputs larger than the last-level cache are written
+// with streaming stores (fast_norm.cpp, forced here through the threshold;
+// bfloat16 two vectors to a line through vcvtne2ps2bf16 where the CPU has
+// it): the same bits as normal stores; 4099 columns leave rows that start
+// off the 64-byte alignment the streamed stores need, and a tail per row.
+// Weights of 1e-39 put denormal outputs in some lines (the instruction reads
+// denormals as zero; such lines take the integer rounding).
 TEST(FastNorm, StreamedOutputsGiveTheSameBits) {
-  const int rows = 37, d = 4099;
-  array x = random_array({rows, d});
-  array w = random_array({d}), b = random_array({d});
-  std::vector<std::vector<double>> got[2];
-  for (int streamed = 0; streamed < 2; ++streamed) {
-    cpu::set_streaming_threshold(streamed ? 0 : SIZE_MAX);
-    for (const array& y : {fast::rms_norm(x, w, 1e-5f), fast::layer_norm(x, w, b, 1e-5f), fast::rms_norm(x, std::nullopt, 1e-5f)})
-      got[streamed].push_back(to_double(y));
+  const int rows = 37;
+  for (Dtype t : {float32, bfloat16}) {
+    for (int d : {4099, 4096}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " d " + std::to_string(d));
+      array x = random_array({rows, d}, t);
+      std::vector<float> wv(static_cast<size_t>(d), 0.75f);
+      for (int k = 5; k < d; k += 97) wv[static_cast<size_t>(k)] = 1e-39f;
+      array w(wv, {d}, t);
+      array b = random_array({d}, t);
+      std::vector<std::vector<double>> got[2];
+      for (int streamed = 0; streamed < 2; ++streamed) {
+        cpu::set_streaming_threshold(streamed ? 0 : SIZE_MAX);
+        for (const array& y : {fast::rms_norm(x, w, 1e-5f), fast::layer_norm(x, w, b, 1e-5f),
+                               fast::rms_norm(x, std::nullopt, 1e-5f)})
+          got[streamed].push_back(to_double(y));
+      }
+      cpu::set_streaming_threshold(SIZE_MAX);
+      for (size_t k = 0; k < got[0].size(); ++k) EXPECT_EQ(got[0][k], got[1][k]) << "output " << k;
+      // The denormal outputs are there to be checked.
+      int denormal = 0;
+      for (double v : got[1][0]) denormal += v != 0 && std::fabs(v) < 1.1754943508222875e-38;
+      EXPECT_GT(denormal, rows);
+    }
   }
-  cpu::set_streaming_threshold(SIZE_MAX);
-  for (size_t k = 0; k < got[0].size(); ++k) EXPECT_EQ(got[0][k], got[1][k]) << "output " << k;
 }
 
 // add_rms_norm: {x + r, rms_norm(x + r)} in one node where x, r and the

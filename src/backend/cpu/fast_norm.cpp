@@ -299,18 +299,75 @@ KILN_V512 inline void row_sums(const T* x, int64_t d, float* s1, float* s2) {
   }
 }
 
-// (No lambdas here: they would not inherit the target attribute.)
+// Thirty-two bf16 values of two write-pass vectors as one 64-byte line
+// (vcvtne2ps2bf16; the integer rounding where either holds a denormal).
+template <bool kNe>
+KILN_V512 inline __m512i to_bf16_line(__m512 lo, __m512 hi) {
+  if constexpr (kNe) {
+    if (!(_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)))
+      return _mm512_castps_si512(reinterpret_cast<__m512>(_mm512_cvtne2ps_pbh(hi, lo)));
+  }
+  return _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16_bits_int(lo)), to_bf16_bits_int(hi), 1);
+}
+
+// One write pass over a row: y[k] = value(k, lanes) for every vector of
+// the row, asking L2 for the next group's row (pf) as it goes. kNt streams
+// whole lines past the caches: float32 a vector at a time; bf16 two vectors
+// at a time, converted into one line (a bf16 vector is half a line, and
+// half lines streamed measured slower than normal stores; a normal store
+// first reads the line it writes, a third of a norm's traffic).
+// (Functor structs, not lambdas: a lambda would not inherit the target
+// attribute.)
+template <bool kNe, bool kNt, typename T, typename V>
+KILN_V512 inline void write_row(T* yr, int64_t d, const T* pf, const V& value) {
+  int64_t k = 0;
+  if constexpr (kNt && std::is_same_v<T, bfloat16_t>) {
+    if ((reinterpret_cast<uintptr_t>(yr) & 63) == 0) {
+      for (; k + 2 * kLanes <= d; k += 2 * kLanes) {
+        prefetch_next(pf, k);
+        prefetch_next(pf, k + kLanes);
+        const __m512 lo = value(k, 0xffff), hi = value(k + kLanes, 0xffff);
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(yr + k), to_bf16_line<kNe>(lo, hi));
+      }
+    }
+  }
+  for (; k < d; k += kLanes) {
+    prefetch_next(pf, k);
+    const __mmask16 m = lanes_at(k, d);
+    store_out<kNe, kNt>(yr + k, value(k, m), m);
+  }
+}
+
+template <typename T, bool kNe>
+struct RmsValue {
+  const T* xr;
+  const float* w;
+  __m512 inv;
+  KILN_V512 __m512 operator()(int64_t k, __mmask16 m) const {
+    __m512 v = _mm512_mul_ps(load(xr + k, m), inv);
+    if (w) v = _mm512_mul_ps(round_to<T, kNe>(v), load(w + k, m));
+    return v;
+  }
+};
+
 template <typename T, bool kNe, bool kNt>
 KILN_V512 inline void rms_write(const T* xr, const float* w, T* yr, int64_t d, float ss, float eps, const T* pf) {
   const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(ss / static_cast<float>(d) + eps));
-  for (int64_t k = 0; k < d; k += kLanes) {
-    prefetch_next(pf, k);
-    const __mmask16 m = lanes_at(k, d);
-    __m512 v = _mm512_mul_ps(load(xr + k, m), inv);
-    if (w) v = _mm512_mul_ps(round_to<T, kNe>(v), load(w + k, m));
-    store_out<kNe, kNt>(yr + k, v, m);
-  }
+  write_row<kNe, kNt>(yr, d, pf, RmsValue<T, kNe>{xr, w, inv});
 }
+
+template <typename T, bool kNe>
+struct LayerValue {
+  const T* xr;
+  const float *w, *b;
+  __m512 mean, inv;
+  KILN_V512 __m512 operator()(int64_t k, __mmask16 m) const {
+    __m512 v = round_to<T, kNe>(_mm512_mul_ps(_mm512_sub_ps(load(xr + k, m), mean), inv));
+    if (w) v = round_to<T, kNe>(_mm512_mul_ps(v, load(w + k, m)));
+    if (b) v = _mm512_add_ps(v, load(b + k, m));
+    return v;
+  }
+};
 
 template <typename T, bool kNe, bool kNt>
 KILN_V512 inline void layer_write(const T* xr, const float* w, const float* b, T* yr, int64_t d, float t1, float t2,
@@ -320,14 +377,7 @@ KILN_V512 inline void layer_write(const T* xr, const float* w, const float* b, T
   const float var = std::max(0.0f, t2 / n - mean_shifted * mean_shifted);
   const __m512 mean = _mm512_set1_ps(mean_shifted + load_f(xr, 0));
   const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(var + eps));
-  for (int64_t k = 0; k < d; k += kLanes) {
-    prefetch_next(pf, k);
-    const __mmask16 m = lanes_at(k, d);
-    __m512 v = round_to<T, kNe>(_mm512_mul_ps(_mm512_sub_ps(load(xr + k, m), mean), inv));
-    if (w) v = round_to<T, kNe>(_mm512_mul_ps(v, load(w + k, m)));
-    if (b) v = _mm512_add_ps(v, load(b + k, m));
-    store_out<kNe, kNt>(yr + k, v, m);
-  }
+  write_row<kNe, kNt>(yr, d, pf, LayerValue<T, kNe>{xr, w, b, mean, inv});
 }
 
 // The weight (or bias) as float32, once per call: the write passes then
@@ -424,8 +474,10 @@ void run_norm(const array& x, array& out, const char* op, F&& fn) {
   const int64_t rows = static_cast<int64_t>(x.size()) / d;
   const bool avx512 = cpu::cpu_target() >= cpu::CpuTarget::avx512;
   const bool bf16 = cpu::cpu_target() >= cpu::CpuTarget::avx512_bf16;
-  // float32 outputs past the last-level cache: streaming stores (v512 store_out).
-  const bool stream = out.dtype() == float32 && cpu::streaming_pays(x.nbytes() + out.nbytes());
+  // Outputs past the last-level cache: streaming stores (v512 write_row),
+  // float32 and, with vcvtne2ps2bf16 to fill whole lines, bfloat16.
+  const bool stream = (out.dtype() == float32 || (out.dtype() == bfloat16 && bf16)) &&
+                      cpu::streaming_pays(x.nbytes() + out.nbytes());
   auto go = [&](auto tag) {
     using T = decltype(tag);
     const T* px = reinterpret_cast<const T*>(src.data);
