@@ -233,8 +233,9 @@ KILN_V512 inline void prefetch_next(const T* pf, int64_t k) {
 // The write passes' store: kNt (float32 outputs larger than the caches)
 // streams whole aligned vectors past the caches. A normal store first reads
 // the line it writes (a third of the traffic of a norm); the measured gain
-// on [4096, 4096] float32 was 20-23 -> 28-34 GB/s. 16-bit outputs (half
-// lines per vector) measured slower streamed and keep the normal store.
+// on [4096, 4096] float32 was 20-23 -> 28-34 GB/s. A 16-bit vector is half
+// a line (measured slower streamed): bf16 streams whole lines in write_row,
+// and this store keeps the normal one for 16-bit types.
 template <bool kNe, bool kNt, typename T>
 KILN_V512 inline void store_out(T* p, __m512 v, __mmask16 m) {
   if constexpr (kNt && std::is_same_v<T, float>) {
