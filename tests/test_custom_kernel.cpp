@@ -4,6 +4,7 @@
 // directory (set by test_compile_codegen.cpp).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 
 #include "core/compiled.h"
@@ -45,6 +46,33 @@ TEST(CustomKernelCpu, ElementwiseInEveryFloatDtype) {
     EXPECT_EQ(got.shape(), a.shape());
     EXPECT_TRUE(all_close(got, want, 2 * tol, 25 * tol)) << dtype_name(t);
   }
+}
+
+// kiln::math::exp / tanh in a body: the exp and tanh ops' values, bit for
+// bit, over ordinary values, both ends of exp's range, infinities and NaN.
+TEST(CustomKernelCpu, KilnMathIsTheOpsExpAndTanh) {
+  std::vector<float> v = {0.0f, -0.0f, 1e-30f, 0.5f, -3.25f, 9.5f, 88.7f, 89.0f, -87.0f, -104.0f, 20.0f, -20.0f,
+                          INFINITY, -INFINITY, NAN};
+  for (int i = 0; i < 1000; ++i) v.push_back(-12.0f + 0.0241f * static_cast<float>(i));
+  const int n = static_cast<int>(v.size());
+  array x(v, {n});
+  auto k = fast::cpu_kernel("kiln_math", {"x"}, {"e", "t"}, R"(
+    const int64_t i = thread_position_in_grid;
+    e[i] = kiln::math::exp(x[i]);
+    t[i] = kiln::math::tanh(x[i]);
+)");
+  auto out = k({x}, {x.shape(), x.shape()}, {float32, float32}, {n, 1, 1}, {64, 1, 1}, {}, std::nullopt, false, {});
+  array ops_e = exp(x), ops_t = tanh(x);
+  eval({out[0], out[1], ops_e, ops_t});
+  const float *e = out[0].data<float>(), *t = out[1].data<float>();
+  const float *we = ops_e.data<float>(), *wt = ops_t.data<float>();
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(e[i]), std::bit_cast<uint32_t>(we[i])) << "exp(" << v[i] << ")";
+    EXPECT_EQ(std::bit_cast<uint32_t>(t[i]), std::bit_cast<uint32_t>(wt[i])) << "tanh(" << v[i] << ")";
+  }
+  // And they are exp and tanh (the ops' own tests hold them to float's accuracy).
+  EXPECT_NEAR(e[3], std::exp(0.5), 1e-6);
+  EXPECT_NEAR(t[4], std::tanh(-3.25), 1e-6);
 }
 
 TEST(CustomKernelCpu, NonContiguousInputsAreCopiedToRowMajor) {

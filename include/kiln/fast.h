@@ -137,6 +137,10 @@ CustomKernelFunction cuda_kernel(const std::string& name, const std::vector<std:
 // chunks of at least threadgroup's size (x * y * z threads), one per pool
 // thread; a thread's body runs to its end (`return` ends that thread) with
 // no shared memory and no barrier, so a reduction is one thread per row.
+// kiln::math::exp and kiln::math::tanh (float) are the library's own
+// branch-free exp and tanh (the same values as the exp and tanh ops): a
+// loop calling them vectorizes, where std::exp and std::tanh stay scalar
+// library calls.
 CustomKernelFunction cpu_kernel(const std::string& name, const std::vector<std::string>& input_names,
                                 const std::vector<std::string>& output_names, const std::string& source,
                                 const std::string& header = "", bool ensure_row_contiguous = true);
