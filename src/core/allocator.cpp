@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -122,7 +124,24 @@ class CachingAllocator {
   static constexpr size_t kCacheLimitIsMemoryLimit = ~size_t{0};
 
   static void* raw_alloc(Side side, size_t bytes) {
-    return side == kHostSide ? std::aligned_alloc(64, bytes) : gpu::raw_device_malloc(bytes);
+    return side == kHostSide ? host_raw_alloc(bytes) : gpu::raw_device_malloc(bytes);
+  }
+  // Host blocks of 8 MiB and more start on a 2 MiB boundary and ask the
+  // kernel for transparent huge pages (Debian's default THP mode is
+  // "madvise": nothing is huge unless asked): a 2 MiB page is one TLB entry
+  // where 4 KiB pages need 512, and one fault where they need 512. Timed in
+  // one process, 4 KiB and huge pages alternating on [8192, 8192] float32
+  // (2-vCPU AMD EPYC VM, best of 5, three rounds): copy 1.09-1.16x, add
+  // 1.07-1.16x, transpose 1.07-1.18x, softmax 1.03-1.16x, column sum
+  // 1.05-1.13x faster; row sum 0.89-1.24x. The rounding to 2 MiB (at most
+  // a quarter of an 8 MiB block) is not counted by the memory limit.
+  static void* host_raw_alloc(size_t bytes) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    if (bytes < 4 * kHuge) return std::aligned_alloc(64, bytes);
+    const size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, rounded);
+    if (p) madvise(p, rounded, MADV_HUGEPAGE);
+    return p;
   }
   static void raw_free(Side side, void* p) {
     if (side == kHostSide) std::free(p);
