@@ -280,6 +280,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
 // One block per (group, row): merges that row's partials over the splits.
 template <typename T, int D>
 __global__ void __launch_bounds__(128) decode_merge(SdpaParams p, int splits, const float* part) {
+  allow_dependents();
   extern __shared__ float wts[];  // [splits]
   __shared__ float red[4];
   __shared__ float total;

@@ -185,6 +185,10 @@ std::string kernel_source(const Compiled& c, const KernelPlan& plan) {
   src += ot + "* __restrict__ out, long long n_, unsigned zero";
   if (plan.ndim > 0) src += ", const Meta meta";
   src += ") {\n  using namespace kiln::cuda;\n";
+  // A kernel launched after this one with programmatic dependent launch (the
+  // decode QMV, quant_blocks_qmv_i8.cu; kernel_utils.cuh allow_dependents)
+  // may start its CTAs now; it waits for this kernel's writes itself.
+  src += "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.launch_dependents;\");\n#endif\n";
   src += std::string("  typedef ") + (plan.wide_index ? "long long" : "int") + " idx_t;\n";
   src += "  const idx_t n = static_cast<idx_t>(n_);\n";
   src += "  const idx_t step = static_cast<idx_t>(gridDim.x) * static_cast<idx_t>(blockDim.x);\n";

@@ -83,6 +83,7 @@ struct NormArgs {
 // of its row in registers; kVecs == 0: the re-reading loop.
 template <bool kLayer, typename T, int E, int kVecs, bool kWarpRow>
 __global__ void norm_rows(const NormArgs<T> args) {
+  allow_dependents();
   using P = Pack<T, E>;
   const T* x = args.x;  // h may overwrite it in place: not __restrict__
   const T* __restrict__ w = args.w;

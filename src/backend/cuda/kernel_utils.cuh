@@ -16,6 +16,19 @@
 
 namespace kiln::cuda {
 
+// Lets a kernel launched after this one with programmatic dependent launch
+// (the decode QMVs, quant_blocks_qmv_i8.cu) start its CTAs now: they load
+// what was complete before the graph began and wait (griddepcontrol.wait)
+// for this kernel's writes. No effect when nothing is launched that way.
+// Called first thing by the kernels that feed a decode step's QMVs (norms,
+// attention's merge; compile's generated kernels emit the same line), whose
+// few CTAs there leave the SMs free.
+__device__ __forceinline__ void allow_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 template <typename T>
 struct Tag {
   using type = T;
