@@ -255,6 +255,9 @@ class Decoder {
   std::function<std::vector<array>(const std::vector<array>&)> fn_;
   std::optional<array> position_;    // [1] int32, the next token's position
   std::vector<array> buffers_;       // k0, v0, k1, v1, ...
+  static constexpr int kSlots = 3;
+  std::vector<array> slots_;         // token [B, 1], position [1]: kSlots of each, used in turn
+  int64_t steps_ = 0;
   std::shared_ptr<int> traces_ = std::make_shared<int>(0);
 };
 

@@ -60,6 +60,11 @@ class Buffer {
   // migrate_mutex() where another stream may read it concurrently.
   std::shared_ptr<void> event;
   int event_stream = -1;  // kiln stream index the event was recorded on
+  // References to this buffer held by the GPU backend's in-flight records
+  // (queued kernels read it) and their stream: (stream + 1) << 32 | count,
+  // the stream bits all ones when records of several streams hold it. A
+  // later kernel on that one stream runs after them and may write it over.
+  std::atomic<uint64_t> stream_holds{0};
 
  private:
   void* migrate_to_host();

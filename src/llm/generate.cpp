@@ -6,7 +6,13 @@
 //
 // The compiled step's inputs are moved out of the Decoder into the call and
 // dropped after it, so the graph's slice_update nodes are the buffers' only
-// owners and write the new token in place.
+// owners and write the new token in place. Its token and next position are
+// written the same way, into slots the Decoder keeps (kSlots of each, taken
+// in turn): a step then reads and writes the same addresses as the step
+// kSlots before it, which is what lets the GPU replay its CUDA graph instead
+// of recording it (backend/cuda/graph_plan.h). Three, because greedy
+// generation reads token t back while step t + 1 runs and queues step t + 2
+// right after: the slots of t and t + 1 are still in use then.
 #include <chrono>
 #include <optional>
 
@@ -42,9 +48,15 @@ Decoder::Decoder(const Model& model, std::vector<nn::KVCache> caches, bool compi
   std::shared_ptr<int> traces = traces_;
   fn_ = compile([&model, traces](const std::vector<array>& in) {
     ++*traces;
-    std::vector<array> out = model.decode_step(in);
-    const array next = astype(argmax(out[0], -1), int32);
-    out.insert(out.begin() + 1, {next, in[1] + array(1, int32)});
+    // in: token, position, the slots this step writes its token and the
+    // next position into (see step()), then the buffers.
+    std::vector<array> step_in = {in[0], in[1]};
+    step_in.insert(step_in.end(), in.begin() + 4, in.end());
+    std::vector<array> out = model.decode_step(step_in);
+    const array best = astype(argmax(out[0], -1), int32);
+    const array next = slice_update(in[2], best, {0, 0}, {best.shape(0), 1});
+    const array position = slice_update(in[3], in[1] + array(1, int32), {0}, {1});
+    out.insert(out.begin() + 1, {next, position});
     return out;  // logits, argmax, position + 1, buffers
   });
 }
@@ -68,12 +80,23 @@ std::pair<array, array> Decoder::step(const array& token) {
     return {logits, astype(argmax(logits, -1), int32)};
   }
   if (offset_ >= capacity()) grow();
-  std::vector<array> in = {token, *position_};
+  const int batch = token.ndim() == 2 ? token.shape(0) : 1;
+  if (slots_.empty() || slots_[0].shape(0) != batch) {
+    slots_.clear();
+    for (int r = 0; r < kSlots; ++r) {
+      slots_.push_back(zeros({batch, 1}, int32));
+      slots_.push_back(zeros({1}, int32));
+    }
+  }
+  const size_t k = 2 * static_cast<size_t>(steps_++ % kSlots);
+  std::vector<array> in = {token, *position_, std::move(slots_[k]), std::move(slots_[k + 1])};
   for (array& b : buffers_) in.push_back(std::move(b));
   buffers_.clear();
   std::vector<array> out = fn_(in);
   in.clear();
   position_ = out[2];
+  slots_[k] = out[1];
+  slots_[k + 1] = out[2];
   buffers_.assign(out.begin() + 3, out.end());
   ++offset_;
   return {out[0], out[1]};
@@ -150,7 +173,9 @@ GenerateStats generate(const Model& model, const std::vector<int32_t>& prompt, c
     }
     tok = cur.item<int32_t>();
     ++stats.decode_tokens;
-    y = cur;
+    // Greedy holds no token past its step: the CUDA-graph plans of the
+    // steps two back reuse their buffers (three replayed graphs in turn).
+    if (opt.sampler) y = cur;
     if (!on_token(tok) || stop(tok)) break;
   }
   stats.decode_seconds = seconds_since(t1);

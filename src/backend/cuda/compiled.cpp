@@ -97,8 +97,7 @@ void Compiled::eval_gpu(const std::vector<array>& inputs, array& out) {
   bool donated = false;
   for (const auto& in : inputs) {
     if (!donated && in.dtype() == out.dtype() && in.size() == out.size() && in.desc()->offset == 0 &&
-        in.desc()->buffer.use_count() == 1 && in.desc().use_count() == 1 && in.desc()->buffer->donatable() &&
-        detail::is_row_contiguous(in.shape(), in.desc()->strides)) {
+        cuda::can_donate(in) && detail::is_row_contiguous(in.shape(), in.desc()->strides)) {
       cuda::allocate_or_donate(out, in, kOp);
       donated = true;
     }

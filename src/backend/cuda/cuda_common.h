@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "core/array_desc.h"
@@ -16,9 +17,9 @@ namespace kiln::cuda {
 [[noreturn]] void throw_cuda_error(const char* op, const char* what, cudaError_t e);
 
 // Checks a CUDA runtime status; `op` names the kiln op for the message.
-#define KILN_CUDA_CHECK(op, call)                                       \
-  do {                                                                   \
-    cudaError_t kiln_err_ = (call);                                      \
+#define KILN_CUDA_CHECK(op, call)                                                       \
+  do {                                                                                  \
+    cudaError_t kiln_err_ = (call);                                                     \
     if (kiln_err_ != cudaSuccess) ::kiln::cuda::throw_cuda_error(op, #call, kiln_err_); \
   } while (0)
 // Checks the launch that just happened.
@@ -89,6 +90,16 @@ void* scratch(size_t bytes, const char* op);
 void copy_strided(const char* src, Dtype sd, const Shape& shape, const Strides& src_strides, char* dst, Dtype dd,
                   const Strides& dst_strides, const char* op);
 
+// May a kernel on the current stream write its output over `in`'s buffer?
+// Nobody holds the array but the node reading it, the buffer is writable,
+// and its other references are in-flight records of this same stream
+// (kernels queued before, which the stream runs first).
+bool can_donate(const array& in);
+bool can_donate(const std::shared_ptr<ArrayDesc>& in, int stream);
+// The same for a buffer `owners` references of which are expected (a graph
+// plan's kept buffer: 1).
+bool only_stream_holds(const std::shared_ptr<Buffer>& b, int stream, long owners);
+
 // Deferred index errors: a gather kernel cannot throw, so it clamps a bad
 // index (no out-of-bounds read) and writes it into a slot of host-mapped
 // memory. Once the node's kernels have finished the host reads the slot;
@@ -101,5 +112,13 @@ struct IndexErrorSlot {
   long long value;
 };
 IndexErrorSlot* index_error_slot(std::function<std::string(int64_t)> describe);
+
+// A slot and what its error says. Shared: a graph plan that replays the
+// kernels writing the slot keeps it (graph_plan.h), each run's in-flight
+// record holds it until the run has been checked.
+struct IndexCheck {
+  std::shared_ptr<IndexErrorSlot> slot;
+  std::function<std::string(int64_t)> describe;
+};
 
 }  // namespace kiln::cuda

@@ -25,6 +25,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -37,8 +39,8 @@
 
 #include "backend/cpu/quant_blocks_cpu.h"
 #include "backend/cuda/cuda_common.h"
-#include "backend/cuda/graph_encoder.h"
 #include "backend/cuda/device_pools.h"
+#include "backend/cuda/graph_encoder.h"
 #include "backend/cuda/graph_plan.h"
 #include "core/primitive.h"
 #include "core/scheduler.h"
@@ -70,9 +72,31 @@ const DeviceInfo& device_info() {
   return info;
 }
 
+// References an in-flight record holds (Buffer::stream_holds counts them).
+void hold(Buffer& b, int stream) {
+  const uint64_t tag = static_cast<uint64_t>(stream + 1) << 32;
+  uint64_t h = b.stream_holds.load(std::memory_order_relaxed);
+  while (true) {
+    const uint64_t count = h & 0xffffffffu;
+    const uint64_t who = count == 0 || (h & ~uint64_t{0xffffffffu}) == tag ? tag : ~uint64_t{0xffffffffu};
+    if (b.stream_holds.compare_exchange_weak(h, who | (count + 1), std::memory_order_acq_rel)) return;
+  }
+}
+void unhold(Buffer& b) {
+  uint64_t h = b.stream_holds.load(std::memory_order_relaxed);
+  while (true) {
+    const uint64_t count = (h & 0xffffffffu) - 1;
+    const uint64_t next = count == 0 ? 0 : (h & ~uint64_t{0xffffffffu}) | count;
+    if (b.stream_holds.compare_exchange_weak(h, next, std::memory_order_acq_rel)) return;
+  }
+}
+
 struct InFlight {
   std::shared_ptr<void> done;
-  std::vector<array> inputs;
+  // What the queued kernels read: the buffers (not the arrays, so that an
+  // array the next step writes over in place is not held), each counted in
+  // its stream_holds until the record retires.
+  std::vector<std::shared_ptr<Buffer>> inputs;
   std::vector<std::shared_ptr<Buffer>> scratch;
   std::vector<IndexCheck> checks;
   int64_t staging_mark = -1;  // staging ring position freed when done (-1: none)
@@ -85,7 +109,7 @@ struct StreamState {
   std::mutex mutex;  // guards in_flight and error (the worker and host waits)
   std::deque<InFlight> in_flight;
   size_t held_bytes = 0;  // sum over in_flight
-  std::string error;  // a deferred index error not yet reported
+  std::string error;      // a deferred index error not yet reported
   StagingRing staging;
   bool staged = false;  // this node (or batch) used the staging ring
 
@@ -100,10 +124,8 @@ struct StreamState {
         if (e == cudaErrorNotReady) break;
         if (e != cudaSuccess) throw_cuda_error("synchronize", "cudaEventQuery", e);
         for (auto& c : in_flight.front().checks) {
-          if (reinterpret_cast<volatile IndexErrorSlot*>(c.slot)->flag && error.empty()) {
-            error = c.describe(reinterpret_cast<volatile IndexErrorSlot*>(c.slot)->value);
-          }
-          IndexSlotPool::instance().put(c.slot);
+          const volatile IndexErrorSlot* slot = c.slot.get();
+          if (slot->flag && error.empty()) error = c.describe(slot->value);
         }
         if (in_flight.front().staging_mark >= 0) staging.release_to(in_flight.front().staging_mark);
         held_bytes -= in_flight.front().held_bytes;
@@ -111,7 +133,15 @@ struct StreamState {
         in_flight.pop_front();
       }
     }
-    // Outside the lock: dropping inputs frees buffers.
+    // Outside the lock: dropping inputs frees buffers. Each hold is
+    // uncounted before its reference goes (can_donate reads them in the
+    // other order).
+    for (InFlight& f : done) {
+      for (auto& b : f.inputs) {
+        unhold(*b);
+        b.reset();
+      }
+    }
     done.clear();
   }
 
@@ -121,8 +151,8 @@ struct StreamState {
   size_t exclusively_held_bytes() const {
     size_t bytes = 0;
     for (const auto& f : in_flight) {
-      for (const auto& a : f.inputs) {
-        if (a.desc().use_count() == 1) bytes += a.nbytes();
+      for (const auto& b : f.inputs) {
+        if (b.use_count() == 1) bytes += b->size();
       }
     }
     return bytes;
@@ -184,10 +214,7 @@ thread_local std::vector<IndexCheck> tl_checks;
 thread_local bool tl_capturing = false;
 
 // Checks registered by a node whose kernels will not run (a failed capture).
-void drop_index_checks() {
-  for (auto& c : tl_checks) IndexSlotPool::instance().put(c.slot);
-  tl_checks.clear();
-}
+void drop_index_checks() { tl_checks.clear(); }
 
 // Device frees wait while any stream is being captured (cudaFree would
 // synchronize the device, which a capture forbids).
@@ -209,8 +236,8 @@ void flush_deferred_frees() {
 
 void throw_cuda_error(const char* op, const char* what, cudaError_t e) {
   cudaGetLastError();  // clear a sticky launch error so later ops can run
-  throw Error(std::string("[") + op + "] CUDA error " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) +
-              ") in " + what);
+  throw Error(std::string("[") + op + "] CUDA error " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ") in " +
+              what);
 }
 
 cudaStream_t current_stream() {
@@ -330,12 +357,26 @@ void allocate(array& out, const char* op) {
   d.offset = 0;
 }
 
+bool only_stream_holds(const std::shared_ptr<Buffer>& b, int stream, long owners) {
+  // The holds first: a record counts its reference after taking it and
+  // uncounts it before dropping it, so a race can only refuse.
+  const uint64_t h = b->stream_holds.load(std::memory_order_acquire);
+  const long count = static_cast<long>(h & 0xffffffffu);
+  if (count != 0 && (h >> 32) != static_cast<uint64_t>(stream + 1)) return false;
+  return b.use_count() == owners + count;
+}
+
+bool can_donate(const std::shared_ptr<ArrayDesc>& in, int stream) {
+  return in.use_count() == 1 && in->buffer && in->buffer->donatable() && only_stream_holds(in->buffer, stream, 1);
+}
+
+bool can_donate(const array& in) { return can_donate(in.desc(), tl_stream_index); }
+
 void allocate_or_donate(array& out, const array& in, const char* op) {
   const auto& id = in.desc();
-  if (id->buffer && id->buffer.use_count() == 1 && id.use_count() == 1 && id->offset == 0 && id->buffer->donatable() &&
-      (id->buffer->valid() & Buffer::kDevice) && id->size == out.size() &&
-      size_of(id->dtype) == size_of(out.dtype()) && detail::is_row_contiguous(id->shape, id->strides) &&
-      id->buffer->size() >= out.nbytes()) {
+  if (id->buffer && can_donate(in) && id->offset == 0 && (id->buffer->valid() & Buffer::kDevice) &&
+      id->size == out.size() && size_of(id->dtype) == size_of(out.dtype()) &&
+      detail::is_row_contiguous(id->shape, id->strides) && id->buffer->size() >= out.nbytes()) {
     std::atomic_thread_fence(std::memory_order_acquire);  // see detail::allocate_or_donate
     auto& d = *out.desc();
     d.buffer = id->buffer;
@@ -343,13 +384,25 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
     d.offset = 0;
     return;
   }
+  // KILN_VERBOSE: a large buffer that could not be written in place (a
+  // decode step's cache copied instead of updated) says why, 20 times.
+  static const bool verbose = std::getenv("KILN_VERBOSE") != nullptr;
+  static std::atomic<int> told{0};
+  if (verbose && id->buffer && id->buffer->size() >= (size_t{1} << 20) && told.fetch_add(1) < 20) {
+    std::fprintf(stderr,
+                 "kiln: %s copied a %zu-byte input instead of writing over it (array held %ld times, buffer %ld)\n", op,
+                 id->buffer->size(), static_cast<long>(id.use_count()), static_cast<long>(id->buffer.use_count()));
+  }
   allocate(out, op);
 }
 
 IndexErrorSlot* index_error_slot(std::function<std::string(int64_t)> describe) {
   IndexErrorSlot* s = IndexSlotPool::instance().get();
-  if (s) tl_checks.push_back({s, std::move(describe)});
-  plan_unreplayable("an index check (its error slot)");
+  if (!s) return nullptr;
+  IndexCheck c{std::shared_ptr<IndexErrorSlot>(s, [](IndexErrorSlot* p) { IndexSlotPool::instance().put(p); }),
+               std::move(describe)};
+  plan_check(c);
+  tl_checks.push_back(std::move(c));
   return s;
 }
 
@@ -405,9 +458,21 @@ void record_completion(StreamState& st, int stream_index, std::vector<array>&& h
   forget_written();
   if (!held.empty() || !tl_scratch.empty() || !tl_checks.empty() || st.staged) {
     size_t bytes = 0;
-    for (const auto& a : held) bytes += a.nbytes();
-    InFlight f{std::move(done), std::move(held), std::move(tl_scratch), std::move(tl_checks),
-               st.staged ? st.staging.mark() : -1, bytes};
+    std::vector<std::shared_ptr<Buffer>> buffers;
+    buffers.reserve(held.size());
+    for (const auto& a : held) {
+      if (!a.desc()->buffer) continue;
+      buffers.push_back(a.desc()->buffer);  // the reference first, then its count
+      hold(*buffers.back(), stream_index);
+      bytes += buffers.back()->size();
+    }
+    held.clear();
+    InFlight f{std::move(done),
+               std::move(buffers),
+               std::move(tl_scratch),
+               std::move(tl_checks),
+               st.staged ? st.staging.mark() : -1,
+               bytes};
     st.staged = false;
     std::lock_guard lock(st.mutex);
     st.held_bytes += bytes;
@@ -461,22 +526,39 @@ void complete_batch(StreamState& st, std::vector<array>& nodes, size_t begin, si
   }
 }
 
+// Waits until the last run that wrote `c`'s slot has been checked (its
+// in-flight record retired): only the plan holds the slot then.
+void wait_for_check(StreamState& st, const IndexCheck& c) {
+  while (c.slot.use_count() > 1) {
+    std::shared_ptr<void> oldest;
+    {
+      std::lock_guard lock(st.mutex);
+      if (st.in_flight.empty()) return;  // retired by another thread, which is dropping it
+      oldest = st.in_flight.front().done;
+    }
+    KILN_CUDA_CHECK("graph", cudaEventSynchronize(raw(oldest)));
+    st.retire(false);
+  }
+}
+
 // Launches the cached executable of a batch recorded before, when its plan
 // says that recording it again would give the same graph (graph_plan.h).
 // Returns false, with nothing launched and the outputs left without
-// buffers, otherwise.
+// buffers, otherwise. When the plan's index slots are still in flight it
+// waits for them if `may_wait`, else sets `*busy` and returns false.
 bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vector<array>& nodes, size_t begin,
-            size_t end, const Stream& stream) {
+            size_t end, const Stream& stream, bool may_wait, bool* busy) {
   const size_t n = end - begin;
-  if (!plan.replayable) return explain_recording(plan.why_not, 0), false;
-  if (plan.prims.size() != n) return explain_recording("another number of nodes", 0), false;
+  auto prim = [&](size_t i) { return i < n ? nodes[begin + i].desc()->primitive->name() : ""; };
+  if (!plan.replayable) return explain_recording(plan.why_not, plan.why_node, plan.why_prim), false;
+  if (plan.prims.size() != n) return explain_recording("another number of nodes", 0, prim(0)), false;
   if (plan.tf32 != tf32_matmul() || plan.block_x_int8 != cpu::block_x_int8()) {
-    return explain_recording("another tf32 or block-format x setting", 0), false;
+    return explain_recording("another tf32 or block-format x setting", 0, prim(0)), false;
   }
   for (size_t i = 0; i < n; ++i) {
     const Primitive& p = *nodes[begin + i].desc()->primitive;
     if (&p != plan.prims[i].get() && !p.is_equivalent(*plan.prims[i])) {
-      return explain_recording("a primitive with other parameters", i), false;
+      return explain_recording("a primitive with other parameters", i, prim(i)), false;
     }
   }
   const auto t_begin = Clock::now();
@@ -485,6 +567,7 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
   bool same = true;
   const char* why = nullptr;
   size_t where = 0;
+  int where_slot = -1;
   size_t at = 0;  // position in plan.log
   try {
     for (size_t i = 0; i < n && same; ++i) {
@@ -495,15 +578,15 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
       for (size_t o = 0; o < outs[i].size(); ++o) {
         const PlanOutput& po = plan.outputs[i][o];
         ArrayDesc& od = *outs[i][o].desc();
+        where_slot = static_cast<int>(o);
         if (po.alias >= 0) {
           const auto& in = d.inputs[po.alias].desc();
           // Donation, as allocate_or_donate decides it: nobody else holds the input.
-          if (po.donated && !(in.use_count() == 1 && in->buffer && in->buffer.use_count() == 1 &&
-                              in->buffer->donatable())) {
+          if (po.donated && !can_donate(in, stream.index)) {
             why = "an input to write over that is held elsewhere";
           }
           od.buffer = in->buffer;
-        } else if (po.kept && po.kept.use_count() == 1) {
+        } else if (po.kept && only_stream_holds(po.kept, stream.index, 1)) {
           od.buffer = po.kept;
         } else {
           kept_busy = kept_busy || po.kept;
@@ -520,6 +603,7 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
       }
       for (; same && at < plan.log.size() && plan.log[at].node == i; ++at) {
         const PlanAccess& a = plan.log[at];
+        where_slot = static_cast<int>(a.slot);
         switch (a.kind) {
           case PlanAccess::kIn:
             same = in_ptr(d.inputs[a.slot]) == a.ptr;
@@ -544,7 +628,20 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
           case PlanAccess::kScratch:
             tl_scratch.push_back(plan.scratch[a.slot]);
             break;
+          case PlanAccess::kCheck:
+            break;  // below, once everything else matched
         }
+      }
+    }
+    // A slot is cleared for this run only after the last run's check.
+    for (size_t k = 0; same && k < plan.checks.size(); ++k) {
+      if (plan.checks[k].slot.use_count() == 1) continue;
+      if (!may_wait) {
+        same = false;
+        why = "its index checks are still in flight";
+        if (busy) *busy = true;
+      } else {
+        wait_for_check(st, plan.checks[k]);
       }
     }
   } catch (const std::exception&) {
@@ -552,7 +649,7 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
     why = "an error while checking the inputs";
   }
   if (!same) {
-    explain_recording(why, where);
+    explain_recording(why, where, prim(where), where_slot);
     for (auto& node_outs : outs) {
       for (auto& o : node_outs) o.desc()->buffer.reset();
     }
@@ -565,6 +662,10 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
       PlanOutput& po = plan.outputs[i][o];
       if (po.alias < 0 && po.kept) po.kept = outs[i][o].desc()->buffer;
     }
+  }
+  for (IndexCheck& c : plan.checks) {
+    c.slot->flag = 0;
+    tl_checks.push_back(c);
   }
   const auto t_prepared = Clock::now();
   std::string error;
@@ -609,13 +710,22 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   const bool replays = graph_settings().replay;
   // A replayable variant whose buffers were busy or elsewhere: record this
   // one as another variant rather than over it.
+  // One whose index checks are still in flight (the last step, running)
+  // is waited for only when there is no room for another variant.
   bool add_variant = false;
   if (auto* variants = replays ? st.graphs.variants(key) : nullptr) {
+    size_t busy_variant = variants->size();
     for (size_t v = 0; v < variants->size(); ++v) {
       Plan* plan = (*variants)[v].plan.get();
       if (!plan) continue;
-      if (replay(st, *plan, key, v, nodes, begin, end, stream)) return true;
+      bool busy = false;
+      if (replay(st, *plan, key, v, nodes, begin, end, stream, false, &busy)) return true;
+      if (busy && busy_variant == variants->size()) busy_variant = v;
       add_variant = add_variant || (plan->replayable && plan->keep);
+    }
+    if (busy_variant < variants->size() && variants->size() >= GraphExecCache::kMaxVariants &&
+        replay(st, *(*variants)[busy_variant].plan, key, busy_variant, nodes, begin, end, stream, true, nullptr)) {
+      return true;
     }
   }
   auto plan = std::make_unique<Plan>();

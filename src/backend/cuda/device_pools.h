@@ -52,13 +52,10 @@ inline std::shared_ptr<void> new_event() {
 }
 inline cudaEvent_t raw(const std::shared_ptr<void>& e) { return static_cast<cudaEvent_t>(e.get()); }
 
-struct IndexCheck {
-  IndexErrorSlot* slot;
-  std::function<std::string(int64_t)> describe;
-};
 
 // Host-mapped slots for deferred index errors, allocated once per process
-// (outside any capture) and recycled when their node retires.
+// (outside any capture) and recycled when the last IndexCheck holding one
+// is dropped (its node retired, or the plan that replays it went).
 class IndexSlotPool {
  public:
   static IndexSlotPool& instance() {

@@ -31,15 +31,25 @@ int output_index(const PlanRecorder& r, const array& a) {
 }  // namespace
 
 void refuse(Plan& plan, const char* why) {
-  if (plan.replayable) plan.why_not = why;
+  if (plan.replayable) {
+    plan.why_not = why;
+    plan.why_node = tl_recorder && &tl_recorder->plan == &plan ? tl_recorder->node : 0;
+    plan.why_prim = tl_recorder && tl_recorder->desc ? tl_recorder->desc->primitive->name() : "";
+  }
   plan.replayable = false;
 }
 
-void explain_recording(const char* why, size_t node) {
+void explain_recording(const char* why, size_t node, const char* prim, int slot) {
   static const bool verbose = std::getenv("KILN_VERBOSE") != nullptr;
   static std::atomic<int> told{0};
   if (!verbose || told.fetch_add(1) >= 50) return;
-  std::fprintf(stderr, "kiln: CUDA graph recorded again, not replayed: %s (node %zu of the batch)\n", why, node);
+  if (slot >= 0) {
+    std::fprintf(stderr, "kiln: CUDA graph recorded again, not replayed: %s (node %zu of the batch, %s, slot %d)\n",
+                 why, node, prim, slot);
+  } else {
+    std::fprintf(stderr, "kiln: CUDA graph recorded again, not replayed: %s (node %zu of the batch, %s)\n", why, node,
+                 prim);
+  }
 }
 
 PlanRecorder::PlanRecorder(Plan& p) : plan(p) { tl_recorder = this; }
@@ -121,6 +131,7 @@ void finish_plan(Plan& plan) {
     plan.outputs.clear();
     plan.prims.clear();
     plan.scratch.clear();
+    plan.checks.clear();
   }
 }
 
@@ -171,9 +182,21 @@ void plan_scratch(const std::shared_ptr<Buffer>& b) {
     refuse(r->plan, "a scratch buffer outside a node");
     return;
   }
-  r->plan.log.push_back({PlanAccess::kScratch, false, r->node, static_cast<uint32_t>(r->plan.scratch.size()),
-                         b->device_raw(), 0});
+  r->plan.log.push_back(
+      {PlanAccess::kScratch, false, r->node, static_cast<uint32_t>(r->plan.scratch.size()), b->device_raw(), 0});
   r->plan.scratch.push_back(b);
+}
+
+void plan_check(const IndexCheck& c) {
+  PlanRecorder* r = tl_recorder;
+  if (!r || !r->plan.replayable) return;
+  if (!r->desc) {
+    refuse(r->plan, "an index check outside a node");
+    return;
+  }
+  r->plan.log.push_back(
+      {PlanAccess::kCheck, false, r->node, static_cast<uint32_t>(r->plan.checks.size()), c.slot.get(), 0});
+  r->plan.checks.push_back(c);
 }
 
 void plan_unreplayable(const char* why) {

@@ -13,10 +13,16 @@
 // when every one matches it launches the executable as it is: no eval_gpu,
 // no capture, no cudaGraphExecUpdate. What a replay cannot re-check makes
 // the plan not replayable, and that batch is recorded every time as before:
-// an index error slot, an upload or a cross-stream wait recorded into the
-// graph, a pointer to an array that is not the node's own input or output. An output
-// written into an input's buffer (donated) replays only when that input is
-// again held by nothing but this node.
+// an upload or a cross-stream wait recorded into the graph, a pointer to an
+// array that is not the node's own input or output. An output written into
+// an input's buffer (donated) replays only when that input is again held by
+// nothing but this node.
+//
+// Index checks (a gather's error slot, cuda_common.h): the plan keeps the
+// slots its kernels write. A replay clears each slot and registers the
+// check again, which needs the previous run of the same executable checked
+// first: a replay whose slots are still in flight tries another variant,
+// records a new one while there is room, and else waits for that run.
 //
 // Buffers: a plan keeps its nodes' own outputs and scratch buffers (only
 // once its batch has been recorded twice, so a one-off graph keeps nothing;
@@ -27,6 +33,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cuda/cuda_common.h"
 #include "core/allocator.h"
 #include "core/array_desc.h"
 #include "core/primitive.h"
@@ -36,17 +43,17 @@ namespace kiln::cuda {
 inline constexpr size_t kPlanKeepBytes = size_t{256} << 20;
 
 struct PlanAccess {
-  enum Kind : uint8_t { kIn, kOut, kScalar, kScratch };
+  enum Kind : uint8_t { kIn, kOut, kScalar, kScratch, kCheck };
   Kind kind = kIn;
   bool found = false;  // kScalar: host_scalar's answer
   uint32_t node = 0;   // index in the batch
-  uint32_t slot = 0;   // input or output index; kScratch: index into Plan::scratch
+  uint32_t slot = 0;   // input or output index; kScratch / kCheck: index into Plan::scratch / checks
   const void* ptr = nullptr;
   uint64_t value = 0;  // kScalar: the scalar's bytes
 };
 
 struct PlanOutput {
-  int alias = -1;  // the input whose buffer this output shares (a view); -1: its own buffer
+  int alias = -1;        // the input whose buffer this output shares (a view); -1: its own buffer
   bool donated = false;  // alias and written: the input's buffer was free to take over
   size_t bytes = 0;
   Strides strides;
@@ -57,13 +64,16 @@ struct PlanOutput {
 struct Plan {
   bool replayable = true;
   const char* why_not = nullptr;  // what made it not replayable (KILN_VERBOSE prints it)
+  uint32_t why_node = 0;          // where: the node's index and primitive
+  const char* why_prim = "";
   bool tf32 = false;
   bool block_x_int8 = false;  // the kernels a block-format QMV picked (cpu::block_x_int8)
-  bool keep = false;  // keep the buffers (the batch has been recorded before)
+  bool keep = false;          // keep the buffers (the batch has been recorded before)
   std::vector<std::shared_ptr<Primitive>> prims;
   std::vector<std::vector<PlanOutput>> outputs;  // per node, per output
   std::vector<PlanAccess> log;
   std::vector<std::shared_ptr<Buffer>> scratch;
+  std::vector<IndexCheck> checks;
 };
 
 // Installs itself as this thread's recorder for the lifetime of a capture.
@@ -95,11 +105,14 @@ void plan_in(const array& a, const void* p);
 void plan_out(const array& a, const void* p);
 void plan_scalar(const array& a, bool found, const void* value);
 void plan_scratch(const std::shared_ptr<Buffer>& b);
+void plan_check(const IndexCheck& c);
 void plan_unreplayable(const char* why);
 // Marks `plan` not replayable for the reason `why` (kept: the first one).
 void refuse(Plan& plan, const char* why);
 // KILN_VERBOSE: says on stderr why a batch was recorded instead of replayed
-// (the first 50 times in the process).
-void explain_recording(const char* why, size_t node);
+// (the first 50 times in the process): the reason, the node (its index in
+// the batch and its primitive) and, for a pointer or scalar, which input or
+// output (`slot`, -1: none).
+void explain_recording(const char* why, size_t node, const char* prim, int slot = -1);
 
 }  // namespace kiln::cuda
