@@ -10,9 +10,10 @@
 // written the same way, into slots the Decoder keeps (kSlots of each, taken
 // in turn): a step then reads and writes the same addresses as the step
 // kSlots before it, which is what lets the GPU replay its CUDA graph instead
-// of recording it (backend/cuda/graph_plan.h). Three, because greedy
-// generation reads token t back while step t + 1 runs and queues step t + 2
-// right after: the slots of t and t + 1 are still in use then.
+// of recording it (backend/cuda/graph_plan.h). A slot can be written only
+// when nobody holds its last token any more: greedy generation holds token
+// t while it queues step t + 1 (two slots would do), three leave a caller
+// room to keep one more.
 #include <chrono>
 #include <optional>
 
