@@ -16,7 +16,8 @@
 // an upload or a cross-stream wait recorded into the graph, a pointer to an
 // array that is not the node's own input or output. An output written into
 // an input's buffer (donated) replays only when that input is again held by
-// nothing but this node.
+// nothing but this node and work queued earlier on the same stream
+// (can_donate, cuda_common.h).
 //
 // Index checks (a gather's error slot, cuda_common.h): the plan keeps the
 // slots its kernels write. A replay clears each slot and registers the
@@ -26,9 +27,10 @@
 //
 // Buffers: a plan keeps its nodes' own outputs and scratch buffers (only
 // once its batch has been recorded twice, so a one-off graph keeps nothing;
-// at most kPlanKeepBytes). A kept buffer is reused only when the plan is its
-// sole owner: nobody can read it any more, and the kernels that used it last
-// ran earlier on the same stream.
+// at most kPlanKeepBytes). A kept buffer is reused only when nothing but
+// the plan and in-flight records of the same stream hold it: nobody can read
+// it any more, and the kernels that use it last are queued earlier on the
+// stream that writes it again.
 #include <cstdint>
 #include <memory>
 #include <vector>
