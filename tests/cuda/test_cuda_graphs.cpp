@@ -304,19 +304,24 @@ TEST_F(GpuGraphs, HostRunningAheadStaysWithinMemory) {
 }
 
 }  // namespace
+// A Llama-shaped model small enough to decode many steps in a test.
+static llm::ModelConfig small_llama(int vocab, int layers) {
+  llm::ModelConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = 128;
+  c.intermediate_size = 256;
+  c.num_layers = layers;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  return c;
+}
+
 TEST_F(GpuGraphs, CompiledDecodeStepsReuseTheirExecutables) {
   // The compiled decode step (llm::Decoder) replays its CUDA graphs: after
   // the first steps (constants evaluated, the position an array on the
   // device, the plans' variants recorded) every step finds them cached and
   // most launch without being recorded (graph_plan.h).
-  llm::ModelConfig c;
-  c.vocab_size = 160;
-  c.hidden_size = 128;
-  c.intermediate_size = 256;
-  c.num_layers = 2;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  llm::Model m = llm::Model::random(c, 41);
+  llm::Model m = llm::Model::random(small_llama(160, 2), 41);
   StreamContext ctx(Device::gpu);
   auto caches = m.make_caches();
   array token = astype(argmax(m.forward(array({3, 14, 15, 92, 65}, {1, 5}), caches, true), -1), int32);
@@ -340,14 +345,7 @@ TEST_F(GpuGraphs, CompiledDecodeStepsReuseTheirExecutables) {
 // runs, the plans' buffers taken in turn), and the tokens are those of the
 // uncompiled decode, op by op.
 TEST_F(GpuGraphs, PipelinedGreedyDecodeReplays) {
-  llm::ModelConfig c;
-  c.vocab_size = 200;
-  c.hidden_size = 128;
-  c.intermediate_size = 256;
-  c.num_layers = 3;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  llm::Model m = llm::Model::random(c, 7);
+  llm::Model m = llm::Model::random(small_llama(200, 3), 7);
   auto run = [&](bool compiled) {
     llm::GenerateOptions opt;
     opt.max_tokens = 60;
