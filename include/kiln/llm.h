@@ -257,7 +257,6 @@ class Decoder {
   std::vector<array> buffers_;       // k0, v0, k1, v1, ...
   static constexpr int kSlots = 3;
   std::vector<array> slots_;         // token [B, 1], position [1]: kSlots of each, used in turn
-  int64_t steps_ = 0;
   std::shared_ptr<int> traces_ = std::make_shared<int>(0);
 };
 

@@ -89,7 +89,7 @@ std::pair<array, array> Decoder::step(const array& token) {
       slots_.push_back(zeros({1}, int32));
     }
   }
-  const size_t k = 2 * static_cast<size_t>(steps_++ % kSlots);
+  const size_t k = 2 * static_cast<size_t>(offset_ % kSlots);
   std::vector<array> in = {token, *position_, std::move(slots_[k]), std::move(slots_[k + 1])};
   for (array& b : buffers_) in.push_back(std::move(b));
   buffers_.clear();

@@ -628,8 +628,6 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
           case PlanAccess::kScratch:
             tl_scratch.push_back(plan.scratch[a.slot]);
             break;
-          case PlanAccess::kCheck:
-            break;  // below, once everything else matched
         }
       }
     }

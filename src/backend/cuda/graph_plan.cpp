@@ -175,28 +175,31 @@ void plan_scalar(const array& a, bool found, const void* value) {
   }
 }
 
-void plan_scratch(const std::shared_ptr<Buffer>& b) {
+namespace {
+// The recorder of the node being captured, for something a plan keeps
+// (nullptr: no plan is recorded, or it is refused already); outside a node
+// the plan is refused for `outside`.
+PlanRecorder* keeping(const char* outside) {
   PlanRecorder* r = tl_recorder;
-  if (!r || !r->plan.replayable) return;
+  if (!r || !r->plan.replayable) return nullptr;
   if (!r->desc) {
-    refuse(r->plan, "a scratch buffer outside a node");
-    return;
+    refuse(r->plan, outside);
+    return nullptr;
   }
-  r->plan.log.push_back(
-      {PlanAccess::kScratch, false, r->node, static_cast<uint32_t>(r->plan.scratch.size()), b->device_raw(), 0});
-  r->plan.scratch.push_back(b);
+  return r;
+}
+}  // namespace
+
+void plan_scratch(const std::shared_ptr<Buffer>& b) {
+  if (PlanRecorder* r = keeping("a scratch buffer outside a node")) {
+    r->plan.log.push_back(
+        {PlanAccess::kScratch, false, r->node, static_cast<uint32_t>(r->plan.scratch.size()), b->device_raw(), 0});
+    r->plan.scratch.push_back(b);
+  }
 }
 
 void plan_check(const IndexCheck& c) {
-  PlanRecorder* r = tl_recorder;
-  if (!r || !r->plan.replayable) return;
-  if (!r->desc) {
-    refuse(r->plan, "an index check outside a node");
-    return;
-  }
-  r->plan.log.push_back(
-      {PlanAccess::kCheck, false, r->node, static_cast<uint32_t>(r->plan.checks.size()), c.slot.get(), 0});
-  r->plan.checks.push_back(c);
+  if (PlanRecorder* r = keeping("an index check outside a node")) r->plan.checks.push_back(c);
 }
 
 void plan_unreplayable(const char* why) {

@@ -45,11 +45,11 @@ namespace kiln::cuda {
 inline constexpr size_t kPlanKeepBytes = size_t{256} << 20;
 
 struct PlanAccess {
-  enum Kind : uint8_t { kIn, kOut, kScalar, kScratch, kCheck };
+  enum Kind : uint8_t { kIn, kOut, kScalar, kScratch };
   Kind kind = kIn;
   bool found = false;  // kScalar: host_scalar's answer
   uint32_t node = 0;   // index in the batch
-  uint32_t slot = 0;   // input or output index; kScratch / kCheck: index into Plan::scratch / checks
+  uint32_t slot = 0;   // input or output index; kScratch: index into Plan::scratch
   const void* ptr = nullptr;
   uint64_t value = 0;  // kScalar: the scalar's bytes
 };
@@ -75,7 +75,7 @@ struct Plan {
   std::vector<std::vector<PlanOutput>> outputs;  // per node, per output
   std::vector<PlanAccess> log;
   std::vector<std::shared_ptr<Buffer>> scratch;
-  std::vector<IndexCheck> checks;
+  std::vector<IndexCheck> checks;  // the index slots its kernels write, each cleared by a replay
 };
 
 // Installs itself as this thread's recorder for the lifetime of a capture.
