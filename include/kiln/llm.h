@@ -283,6 +283,9 @@ struct GenerateStats {
   double prompt_seconds = 0;
   int decode_tokens = 0;  // generated tokens after the first
   double decode_seconds = 0;
+  // Of decode_seconds: the host building the steps' graphs (Decoder::step),
+  // handing them to the device (eval / async_eval), and waiting for tokens.
+  double decode_build_seconds = 0, decode_eval_seconds = 0, decode_wait_seconds = 0;
   double prompt_tps() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0; }
   double decode_tps() const { return decode_seconds > 0 ? decode_tokens / decode_seconds : 0; }
 };

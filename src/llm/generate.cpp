@@ -156,23 +156,32 @@ GenerateStats generate(const Model& model, const std::vector<int32_t>& prompt, c
   Decoder decoder(model, std::move(caches), opt.compile);
   // Greedy takes the step's own argmax; a host sampler reads the logits.
   auto step = [&](const array& last) {
+    const auto s0 = std::chrono::steady_clock::now();
     auto [step_logits, best] = decoder.step(last);
+    stats.decode_build_seconds += seconds_since(s0);
     return opt.sampler ? next_token(step_logits) : best;
+  };
+  auto queue = [&](const array& a) {
+    const auto s0 = std::chrono::steady_clock::now();
+    async_eval(a);
+    stats.decode_eval_seconds += seconds_since(s0);
   };
   // Greedy: `pending` is the step the device is running while the host
   // builds the one after it and reads the pending token back.
   std::optional<array> pending;
   if (!opt.sampler && opt.max_tokens > 1) {
     pending = step(y);
-    async_eval(*pending);
+    queue(*pending);
   }
   for (int i = 1; i < opt.max_tokens; ++i) {
     array cur = opt.sampler ? step(y) : *pending;
     if (!opt.sampler && i + 1 < opt.max_tokens) {
       pending = step(cur);
-      async_eval(*pending);
+      queue(*pending);
     }
+    const auto s0 = std::chrono::steady_clock::now();
     tok = cur.item<int32_t>();
+    stats.decode_wait_seconds += seconds_since(s0);
     ++stats.decode_tokens;
     // Greedy holds no token past its step: the CUDA-graph plans of the
     // steps two back reuse their buffers (three replayed graphs in turn).

@@ -369,4 +369,29 @@ TEST_F(GpuGraphs, PipelinedGreedyDecodeReplays) {
   EXPECT_GE(after.replayed, before.replayed + 40) << "pipelined decode steps should replay their graphs";
 }
 
+// As `kiln bench llm` decodes: Q4_K blocks, bfloat16 activations, q/k/v
+// and gate/up stacked, a one-token prompt, generate called again on the
+// same model (new caches and slots each time).
+TEST_F(GpuGraphs, QuantizedBf16GreedyDecodeReplays) {
+  llm::ModelConfig c = small_llama(512, 2);
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  llm::Model m = llm::Model::random(c, 3, bfloat16, "q4_k");
+  {
+    StreamContext ctx(Device::gpu);
+    m.fuse_projections();
+  }
+  m.set_activation_dtype(bfloat16);
+  llm::GenerateOptions opt;
+  opt.max_tokens = 40;
+  opt.stream = Device::gpu;
+  uint64_t replayed = 0;
+  for (int run = 0; run < 3; ++run) {
+    const auto before = cuda::graph_stats();
+    llm::generate(m, {run + 1}, opt, [](int32_t) { return true; });
+    replayed = cuda::graph_stats().replayed - before.replayed;
+  }
+  EXPECT_GE(replayed, 25u) << "a repeated quantized decode should replay its step's graphs";
+}
+
 }  // namespace kiln::test

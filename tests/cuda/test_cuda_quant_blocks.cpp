@@ -19,6 +19,10 @@
 #include "quant_blocks_ref.h"
 #include "test_util.h"
 
+namespace kiln::cuda {
+void set_qmv_bulk_override(int on);  // quantized_qmv.cuh (a CUDA header)
+}
+
 namespace kiln::test {
 namespace {
 
@@ -136,13 +140,13 @@ TEST_F(GpuBlocks, DecodeOnLongRows) {
   }
 }
 
-// One row of x rounded to 8 bits (the default for Q4_K, and for float32 x:
-// quant_blocks_qmv_i8.cu) against the CPU's rounding: the same codes and
-// exact integer sums on both sides, so only the float32 order of the
-// per-block terms differs. Shapes
-// that take each lanes-per-row choice (K / 256 items per row, N against the
-// resident warps): 1 item (lanes idle), 16 and 32, 56 (a partial second
-// round), more rows than the warps take at once (tasks in two rounds).
+// One row of x rounded to 8 bits (the default: quant_blocks_qmv_i8.cu, the
+// bulk-copy kernel, or with KILN_QMV_BULK=0 the register-pipelined one)
+// against the CPU's rounding: the same codes and exact integer sums on both
+// sides, so only the float32 order of the per-block terms differs. Shapes
+// that take each lanes-per-row choice (K / 256 items per row: 1 with lanes
+// idle, 8, 16, 56 with a partial second round), rows fewer than the SMs,
+// CTAs whose rows take several chunks and more chunks than stages.
 // x holds an all-zero block and, in one case, an infinity (its row is NaN).
 TEST_F(GpuBlocks, DecodeWithXRoundedTo8Bits) {
   cpu::set_block_x_int8_override(1);
@@ -156,19 +160,22 @@ TEST_F(GpuBlocks, DecodeWithXRoundedTo8Bits) {
                                    {"q4_k", 6001, 4096}, {"q4_k", 45, 14336}, {"q4_k", 37, 768}};
   for (const Case& cs : cases) {
     array w = detail::block_quantize(random_array({cs.n, cs.k}), cs.mode, Device::cpu)[0];
-    // (Q4_0 and Q8_0 take this kernel for float32 x only.)
-    for (Dtype t : cs.mode == "q4_k" ? std::vector<Dtype>{float32, bfloat16, float16} : std::vector<Dtype>{float32}) {
-      SCOPED_TRACE(cs.mode + " N=" + std::to_string(cs.n) + " K=" + std::to_string(cs.k) + " " + dtype_name(t));
-      const std::vector<double> xd = to_double(random_array({1, cs.k}));
-      std::vector<float> xv(xd.begin(), xd.end());
-      for (int i = 32; i < 64; ++i) xv[i] = 0.f;  // an all-zero block: d = 0
-      array x = astype(array(xv, {1, cs.k}), t);
-      array c = detail::block_quantized_matmul(astype(x, float32), w, true, cs.mode, Device::cpu);
-      array g = detail::block_quantized_matmul(x, w, true, cs.mode, Device::gpu);
-      EXPECT_EQ(g.dtype(), t);
-      expect_near_scaled(g, c, t == float32 ? 1e-5 : 1e-2);
-    }
+    for (int bulk : {1, 0})
+      for (Dtype t : {float32, bfloat16, float16}) {
+        cuda::set_qmv_bulk_override(bulk);
+        SCOPED_TRACE(cs.mode + " N=" + std::to_string(cs.n) + " K=" + std::to_string(cs.k) + " " + dtype_name(t) +
+                     (bulk ? " bulk" : " registers"));
+        const std::vector<double> xd = to_double(random_array({1, cs.k}));
+        std::vector<float> xv(xd.begin(), xd.end());
+        for (int i = 32; i < 64; ++i) xv[i] = 0.f;  // an all-zero block: d = 0
+        array x = astype(array(xv, {1, cs.k}), t);
+        array c = detail::block_quantized_matmul(astype(x, float32), w, true, cs.mode, Device::cpu);
+        array g = detail::block_quantized_matmul(x, w, true, cs.mode, Device::gpu);
+        EXPECT_EQ(g.dtype(), t);
+        expect_near_scaled(g, c, t == float32 ? 1e-5 : 1e-2);
+      }
   }
+  cuda::set_qmv_bulk_override(-1);
   const std::vector<double> xd = to_double(random_array({1, 4096}));
   std::vector<float> xv(xd.begin(), xd.end());
   xv[100] = INFINITY;

@@ -31,9 +31,10 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
+#include <tuple>
 #include <unordered_set>
 
 #include "backend/cuda/cuda_common.h"
@@ -573,9 +574,15 @@ void add_quant_fp(std::vector<GpuDrill>& out, bool quick) {
 // D4 QMV on llama.cpp blocks (quant_blocks.cu): y[M, N] = x[M, K] w^T with
 // w [N, K] in blocks read once; bytes = the blocks plus x and y.
 void add_quant_blocks(std::vector<GpuDrill>& out, bool quick) {
-  const int64_t k = quick ? 1024 : 4096, n = quick ? 2048 : 14336;
+  const int64_t k0 = quick ? 1024 : 4096, n0 = quick ? 2048 : 14336;
+  // The row every backend has, then (one row of x) the other shapes of a
+  // Llama-3-8B decode step: q / o, q+k+v stacked, gate+up stacked, down.
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> shapes = {{1, k0, n0}, {8, k0, n0}};
+  if (!quick) shapes.insert(shapes.end(), {{1, 4096, 4096}, {1, 4096, 6144}, {1, 4096, 28672}, {1, 14336, 4096}});
   for (const char* mode : {"q4_0", "q8_0", "q4_k", "q6_k"}) {
-    for (int64_t m : {1, 8}) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const int64_t m = std::get<0>(shapes[i]), k = std::get<1>(shapes[i]), n = std::get<2>(shapes[i]);
+      if (i >= 2 && std::string(mode) == "q6_k") continue;  // no Q6_K decode kernel of its own
       const int64_t w_bytes = random_block_weights(mode, 1, k, 1).shape(1) * n;
       const double bytes = static_cast<double>(w_bytes) + 2.0 * (m * k + m * n);
       out.push_back({"D4", std::string("qmv_") + mode, "bfloat16", {m, k, n}, bytes, 2.0 * m * k * n, [=] {

@@ -269,14 +269,14 @@ Sample summarize(const std::vector<double>& v) {
 
 // The CUDA encoder's host-time counters (zero without a CUDA build).
 struct HostGraphTime {
-  uint64_t capture_ns = 0, prepare_ns = 0, launch_ns = 0, nodes = 0, graphs = 0;
+  uint64_t capture_ns = 0, prepare_ns = 0, launch_ns = 0, nodes = 0, graphs = 0, replayed = 0;
   HostGraphTime operator-(const HostGraphTime& o) const {
-    return {capture_ns - o.capture_ns, prepare_ns - o.prepare_ns, launch_ns - o.launch_ns, nodes - o.nodes,
-            graphs - o.graphs};
+    return {capture_ns - o.capture_ns, prepare_ns - o.prepare_ns, launch_ns - o.launch_ns,
+            nodes - o.nodes,           graphs - o.graphs,         replayed - o.replayed};
   }
   HostGraphTime& operator+=(const HostGraphTime& o) {
     capture_ns += o.capture_ns, prepare_ns += o.prepare_ns, launch_ns += o.launch_ns, nodes += o.nodes,
-        graphs += o.graphs;
+        graphs += o.graphs, replayed += o.replayed;
     return *this;
   }
 };
@@ -284,7 +284,7 @@ struct HostGraphTime {
 HostGraphTime host_graph_time() {
 #ifdef KILN_HAS_CUDA
   const cuda::GraphStats g = cuda::graph_stats();
-  return {g.capture_ns, g.prepare_ns, g.launch_ns, g.nodes, g.launched};
+  return {g.capture_ns, g.prepare_ns, g.launch_ns, g.nodes, g.launched, g.replayed};
 #else
   return {};
 #endif
@@ -310,7 +310,7 @@ int run_bench_llm(const BenchLlmOptions& opt) {
   // tg: n tokens decoded after a one-token prompt. One untimed run of each first.
   std::vector<double> pp, tg;
   HostGraphTime tg_host;
-  double tg_seconds = 0.0;
+  double tg_seconds = 0.0, tg_build = 0.0, tg_eval = 0.0, tg_wait = 0.0;
   long tg_tokens = 0;
   for (int r = 0; r <= opt.reps; ++r) {
     if (opt.prompt > 0) {
@@ -326,6 +326,7 @@ int run_bench_llm(const BenchLlmOptions& opt) {
         tg.push_back(s.decode_tps());
         tg_host += host_graph_time() - before;
         tg_seconds += s.decode_seconds;
+        tg_build += s.decode_build_seconds, tg_eval += s.decode_eval_seconds, tg_wait += s.decode_wait_seconds;
         tg_tokens += s.decode_tokens;
       }
     }
@@ -337,10 +338,16 @@ int run_bench_llm(const BenchLlmOptions& opt) {
     const double per = 1e-3 / tg_tokens;
     std::fprintf(stderr,
                  "kiln: tg host time per token: %.0f us recording, %.0f us graph update, %.0f us launch; "
-                 "%.0f us per token in all; %.0f kiln nodes in %.1f graphs per token\n",
+                 "%.0f us per token in all; %.0f kiln nodes in %.1f graphs per token, %.0f%% of them replayed\n",
                  tg_host.capture_ns * per, tg_host.prepare_ns * per, tg_host.launch_ns * per,
                  tg_seconds * 1e6 / tg_tokens, static_cast<double>(tg_host.nodes) / tg_tokens,
-                 static_cast<double>(tg_host.graphs) / tg_tokens);
+                 static_cast<double>(tg_host.graphs) / tg_tokens, 100.0 * tg_host.replayed / tg_host.graphs);
+  }
+  if (tg_tokens > 0) {
+    // The host's side of a decoded token: building the step's lazy graph,
+    // handing it to the device, and waiting for the token (the rest).
+    std::fprintf(stderr, "kiln: tg host per token: %.0f us building the step, %.0f us evaluating it, %.0f us waiting\n",
+                 tg_build * 1e6 / tg_tokens, tg_eval * 1e6 / tg_tokens, tg_wait * 1e6 / tg_tokens);
   }
   const double bytes = static_cast<double>(m.model.weight_bytes());
   char size[32];

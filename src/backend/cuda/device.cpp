@@ -387,8 +387,8 @@ void allocate_or_donate(array& out, const array& in, const char* op) {
   // KILN_VERBOSE: a large buffer that could not be written in place (a
   // decode step's cache copied instead of updated) says why, 20 times.
   static const bool verbose = std::getenv("KILN_VERBOSE") != nullptr;
-  static std::atomic<int> told{0};
-  if (verbose && id->buffer && id->buffer->size() >= (size_t{1} << 20) && told.fetch_add(1) < 20) {
+  static std::atomic<long> told{0};
+  if (verbose && id->buffer && id->buffer->size() >= (size_t{1} << 20) && told.fetch_add(1) < verbose_limit(20)) {
     std::fprintf(stderr,
                  "kiln: %s copied a %zu-byte input instead of writing over it (array held %ld times, buffer %ld)\n", op,
                  id->buffer->size(), static_cast<long>(id.use_count()), static_cast<long>(id->buffer.use_count()));
@@ -541,24 +541,37 @@ void wait_for_check(StreamState& st, const IndexCheck& c) {
   }
 }
 
+// Why the most recently used variant of a batch could not replay; said
+// (KILN_VERBOSE) only when no variant could and the batch is recorded.
+struct ReplayMiss {
+  const char* why = nullptr;
+  size_t node = 0;
+  const char* prim = "";
+  int slot = -1;
+};
+
 // Launches the cached executable of a batch recorded before, when its plan
 // says that recording it again would give the same graph (graph_plan.h).
 // Returns false, with nothing launched and the outputs left without
 // buffers, otherwise. When the plan's index slots are still in flight it
 // waits for them if `may_wait`, else sets `*busy` and returns false.
 bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vector<array>& nodes, size_t begin,
-            size_t end, const Stream& stream, bool may_wait, bool* busy) {
+            size_t end, const Stream& stream, bool may_wait, bool* busy, ReplayMiss& miss) {
   const size_t n = end - begin;
   auto prim = [&](size_t i) { return i < n ? nodes[begin + i].desc()->primitive->name() : ""; };
-  if (!plan.replayable) return explain_recording(plan.why_not, plan.why_node, plan.why_prim), false;
-  if (plan.prims.size() != n) return explain_recording("another number of nodes", 0, prim(0)), false;
+  auto missed = [&](const char* why, size_t node, const char* p, int slot = -1) {
+    if (!miss.why) miss = {why, node, p, slot};
+    return false;
+  };
+  if (!plan.replayable) return missed(plan.why_not, plan.why_node, plan.why_prim);
+  if (plan.prims.size() != n) return missed("another number of nodes", 0, prim(0));
   if (plan.tf32 != tf32_matmul() || plan.block_x_int8 != cpu::block_x_int8()) {
-    return explain_recording("another tf32 or block-format x setting", 0, prim(0)), false;
+    return missed("another tf32 or block-format x setting", 0, prim(0));
   }
   for (size_t i = 0; i < n; ++i) {
     const Primitive& p = *nodes[begin + i].desc()->primitive;
     if (&p != plan.prims[i].get() && !p.is_equivalent(*plan.prims[i])) {
-      return explain_recording("a primitive with other parameters", i, prim(i)), false;
+      return missed("a primitive with other parameters", i, prim(i));
     }
   }
   const auto t_begin = Clock::now();
@@ -647,7 +660,7 @@ bool replay(StreamState& st, Plan& plan, uint64_t key, size_t variant, std::vect
     why = "an error while checking the inputs";
   }
   if (!same) {
-    explain_recording(why, where, prim(where), where_slot);
+    missed(why, where, prim(where), where_slot);
     for (auto& node_outs : outs) {
       for (auto& o : node_outs) o.desc()->buffer.reset();
     }
@@ -711,21 +724,24 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   // One whose index checks are still in flight (the last step, running)
   // is waited for only when there is no room for another variant.
   bool add_variant = false;
+  ReplayMiss miss;
   if (auto* variants = replays ? st.graphs.variants(key) : nullptr) {
     size_t busy_variant = variants->size();
     for (size_t v = 0; v < variants->size(); ++v) {
       Plan* plan = (*variants)[v].plan.get();
       if (!plan) continue;
       bool busy = false;
-      if (replay(st, *plan, key, v, nodes, begin, end, stream, false, &busy)) return true;
+      if (replay(st, *plan, key, v, nodes, begin, end, stream, false, &busy, miss)) return true;
       if (busy && busy_variant == variants->size()) busy_variant = v;
       add_variant = add_variant || (plan->replayable && plan->keep);
     }
     if (busy_variant < variants->size() && variants->size() >= GraphExecCache::kMaxVariants &&
-        replay(st, *(*variants)[busy_variant].plan, key, busy_variant, nodes, begin, end, stream, true, nullptr)) {
+        replay(st, *(*variants)[busy_variant].plan, key, busy_variant, nodes, begin, end, stream, true, nullptr,
+               miss)) {
       return true;
     }
   }
+  if (miss.why) explain_recording(miss.why, miss.node, miss.prim, miss.slot);
   auto plan = std::make_unique<Plan>();
   plan->tf32 = tf32_matmul();
   plan->block_x_int8 = cpu::block_x_int8();

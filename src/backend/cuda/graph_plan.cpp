@@ -39,10 +39,15 @@ void refuse(Plan& plan, const char* why) {
   plan.replayable = false;
 }
 
+long verbose_limit(long fallback) {
+  static const char* limit = std::getenv("KILN_VERBOSE_LIMIT");
+  return limit ? std::atol(limit) : fallback;
+}
+
 void explain_recording(const char* why, size_t node, const char* prim, int slot) {
   static const bool verbose = std::getenv("KILN_VERBOSE") != nullptr;
-  static std::atomic<int> told{0};
-  if (!verbose || told.fetch_add(1) >= 50) return;
+  static std::atomic<long> told{0};
+  if (!verbose || told.fetch_add(1) >= verbose_limit(50)) return;
   if (slot >= 0) {
     std::fprintf(stderr, "kiln: CUDA graph recorded again, not replayed: %s (node %zu of the batch, %s, slot %d)\n",
                  why, node, prim, slot);

@@ -116,5 +116,9 @@ void refuse(Plan& plan, const char* why);
 // the batch and its primitive) and, for a pointer or scalar, which input or
 // output (`slot`, -1: none).
 void explain_recording(const char* why, size_t node, const char* prim, int slot = -1);
+// How many messages of one KILN_VERBOSE kind to print: KILN_VERBOSE_LIMIT
+// when set (a decode loop's reasons come after the model build's), else
+// `fallback`.
+long verbose_limit(long fallback);
 
 }  // namespace kiln::cuda

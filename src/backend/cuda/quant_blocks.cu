@@ -244,6 +244,15 @@ void launch_qmv(const T* x, const uint8_t* w, T* y, int64_t M, int64_t N, int64_
   int64_t row_bytes = K / block_layout(F).block * block_layout(F).bytes;
   bool vector_rows = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
   int64_t grid = std::min<int64_t>((N + kWarps - 1) / kWarps, int64_t{device_sm_count()} * 16);
+  if constexpr (F == BlockFormat::q4_k || F == BlockFormat::q4_0 || F == BlockFormat::q8_0) {
+    // One row of x rounded to 8 bits, the weights streamed into shared
+    // memory by the copy engine (quant_blocks_qmv_i8.cu, launch_qmv_bulk).
+    if (M == 1 && N <= INT32_MAX && K <= INT32_MAX && cpu::block_x_int8() &&
+        launch_qmv_bulk<T>(x, w, y, static_cast<int>(N), static_cast<int>(K), F, w_early, s)) {
+      KILN_CUDA_CHECK_LAUNCH("quantized_matmul");
+      return;
+    }
+  }
   if constexpr (F == BlockFormat::q4_k ||
                 ((F == BlockFormat::q4_0 || F == BlockFormat::q8_0) && std::is_same_v<T, float>)) {
     // One row of x (decode) rounded to 8 bits, integer dot products

@@ -1,10 +1,11 @@
 // Q4_0, Q8_0 and Q4_K QMV for one row of x (decode) with x rounded to 8
 // bits, as the CPU rounds it (include/kiln/ops.h, quantized_matmul): integer
-// dot products (dp4a) of the weights' codes with x's codes. Taken for Q4_K
-// (float32, bfloat16, float16 x) and for Q4_0 / Q8_0 with float32 x
-// (quant_blocks.cu, launch_qmv); 16-bit x on Q4_0 / Q8_0 stays on the
-// tensor-core kernels of quant_blocks_qmv.cu, which measured as fast or
-// faster there (below).
+// dot products (dp4a) of the weights' codes with x's codes. The bulk-copy
+// kernel (the last one in this file) is taken for every float dtype of x;
+// where it does not apply (or KILN_QMV_BULK=0), the register-pipelined one
+// for Q4_K and for Q4_0 / Q8_0 with float32 x (quant_blocks.cu,
+// launch_qmv); 16-bit x on Q4_0 / Q8_0 then takes the tensor-core kernels
+// of quant_blocks_qmv.cu, which measured as fast or faster than it (below).
 //
 // Why. The tensor-core streaming kernels spend ~80 warp instructions per 16
 // rows x 64 weights (fragment loads, a LOP3 per pair of weights, an mma
@@ -37,12 +38,29 @@
 // float32 x, the sum over one token's QMVs (32 layers + lm_head), this
 // kernel against quant_blocks.cu's CUDA-core one: Q4_0 2.02 / 4.27 ms,
 // Q8_0 3.65 / 5.18, Q4_K 2.04 / 6.55.
+//
+// The bulk-copy kernel below (qmv_bulk_kernel, the default where it
+// applies) computes the same sums from shared memory that Hopper's copy
+// engine fills: ncu showed the kernel above waiting on its loads (L1TEX
+// scoreboard stalls, 25% theoretical occupancy at 122 registers, DRAM 52%
+// busy), bytes in flight being bounded by registers. Same H100, same call,
+// `kiln bench --device gpu`, bf16 x, us (fraction of copy bandwidth) for
+// N x K = 14336 x 4096 / 4096 x 4096 / 6144 x 4096 / 28672 x 4096 / 4096 x 14336,
+// before (KILN_QMV_BULK=0: Q4_K on the kernel above, Q4_0 / Q8_0 on the
+// tensor-core kernels) and with this kernel:
+//   Q4_K  17.0 / 6.7 / 10.0 / 30.6 / 17.4 -> 13.5 / 6.9 / 7.5 / 25.0 / 15.7 (0.81 / 0.45 / 0.62 / 0.87 / 0.70)
+//   Q8_0  27.2 / 10.9 / 14.6 / 48.2 / 29.7 -> 23.2 / 8.4 / 11.0 / 43.2 / 24.6 (0.89 / 0.70 / 0.80 / 0.96 / 0.84)
+//   Q4_0  19.1 / 7.5 / 9.8 / 29.2 / 18.7 -> 13.7 / 6.7 / 8.1 / 24.9 / 15.0 (0.80 / 0.47 / 0.58 / 0.87 / 0.73)
+// The 8B decode (tg64, Q4_K) gained 3-4%: its other ~20 kernels per layer
+// cost about as much GPU time as its QMVs.
 // x's codes for 256 weights sit 336 bytes apart (256 codes, 8 x (d, sum),
 // 16 bytes of padding): the TPR lanes of a row read 16-byte pieces 336
 // bytes apart, which land on distinct banks.
+#include <atomic>
 #include <cfloat>
 #include <map>
 #include <mutex>
+#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -87,8 +105,8 @@ __device__ __forceinline__ int byte_at(const uint32_t (&w)[NW], int o) {
 // Sum over an item's weights of w * x (x = d * q per 32): w the item's
 // words, xq and xds its blocks of x in shared memory (codes; d and the sum
 // of codes as int bits).
-template <BlockFormat F>
-__device__ __forceinline__ float dot_item(const uint32_t (&w)[item_bytes<F>() / 4], const int4* xq, const float2* xds) {
+template <BlockFormat F, int NW>
+__device__ __forceinline__ float dot_item(const uint32_t (&w)[NW], const int4* xq, const float2* xds) {
   float acc = 0.f;
   if constexpr (F == BlockFormat::q4_0) {  // 18-byte blocks: d, 16 bytes of nibbles (j, j + 16)
 #pragma unroll
@@ -110,7 +128,7 @@ __device__ __forceinline__ float dot_item(const uint32_t (&w)[item_bytes<F>() / 
     }
   } else if constexpr (F == BlockFormat::q8_0) {  // 34-byte blocks: d, 32 signed codes
 #pragma unroll
-    for (int b = 0; b < 4; ++b) {
+    for (int b = 0; b < NW * 4 / 34; ++b) {
       const int o = 34 * b;
       const int4 x0 = xq[2 * b], x1 = xq[2 * b + 1];
       int s = 0;
@@ -226,8 +244,8 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_i8_kernel(const T* __restrict
     if (i >= items) return 0.f;
     const int b = i * BPI;  // x's first block
     const uint8_t* g = xs + (b / 8) * kXItem;
-    return dot_item<F>(wv, reinterpret_cast<const int4*>(g + (b % 8) * 32),
-                       reinterpret_cast<const float2*>(g + 256) + b % 8);
+    return dot_item<F, NW>(wv, reinterpret_cast<const int4*>(g + (b % 8) * 32),
+                           reinterpret_cast<const float2*>(g + 256) + b % 8);
   };
   float acc = 0.f;
   // Ends unit (t, j): the row's sum when it was the task's last round; moves to the next unit.
@@ -268,6 +286,117 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_i8_kernel(const T* __restrict
     if (next_t() < tasks) load(wa, next_t(), next_j());
     acc += dot(wb, j);
     advance();
+  }
+}
+
+// ---- The bulk-copy kernel (Hopper's copy engine feeds shared memory) ----
+// Each CTA takes a contiguous range of rows (one CTA per SM, rows split to
+// within one), so its weights are one contiguous run of bytes. One thread
+// asks the copy engine for whole rows at a time (cp.async.bulk, `stages`
+// chunks of `rows` rows in flight, each completing on its own mbarrier);
+// the CTA's groups of TPR lanes compute from shared memory. Bytes in flight
+// no longer depend on registers (the kernel above holds at most two 144-byte
+// items per lane), and with w_early the first chunks (for the decode's
+// 4096-wide matrices, a CTA's whole share) are requested before the kernel
+// ahead of it has finished.
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bulk_fetch(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+__device__ __forceinline__ void bulk_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done)
+                 : "r"(smem_addr(bar)), "r"(parity)
+                 : "memory");
+  }
+}
+
+// Items of the bulk kernel: 256 weights each (8 Q8_0 blocks: 272 bytes).
+template <BlockFormat F>
+constexpr int bulk_item_bytes() {
+  return F == BlockFormat::q8_0 ? 272 : 144;
+}
+constexpr int kBulkThreads = 256;
+
+template <BlockFormat F, typename T, int TPR>
+__global__ void __launch_bounds__(kBulkThreads, 1)
+    qmv_bulk_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K,
+                    int rows_per_chunk, int stages, bool w_early) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  constexpr int IB = bulk_item_bytes<F>(), NW = IB / 4, G = kBulkThreads / TPR;
+  const int items = K / 256;
+  const size_t row_bytes = static_cast<size_t>(items) * IB;
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem);
+  uint8_t* xs = smem + 128;
+  uint8_t* ring = xs + ((static_cast<size_t>(items) * kXItem + 127) / 128) * 128;
+  const size_t chunk_bytes = static_cast<size_t>(rows_per_chunk) * row_bytes;
+  const int r0 = static_cast<int>(int64_t{N} * blockIdx.x / gridDim.x);
+  const int r1 = static_cast<int>(int64_t{N} * (blockIdx.x + 1) / gridDim.x);
+  const int chunks = (r1 - r0 + rows_per_chunk - 1) / rows_per_chunk;
+  auto fetch = [&](int c) {  // chunk c into its stage
+    const int first = r0 + c * rows_per_chunk, n = min(rows_per_chunk, r1 - first);
+    bulk_fetch(ring + static_cast<size_t>(c % stages) * chunk_bytes, w + first * row_bytes,
+               static_cast<uint32_t>(n * row_bytes), &full[c % stages]);
+  };
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full[i])) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    if (w_early) {
+      for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
+    }
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (threadIdx.x == 0 && !w_early) {
+    for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
+  }
+  for (int b = threadIdx.x; b < K / 32; b += kBulkThreads) {
+    uint8_t* item = xs + (b / 8) * kXItem;
+    round_x_block(x + static_cast<size_t>(b) * 32, item + (b % 8) * 32, reinterpret_cast<float2*>(item + 256) + b % 8);
+  }
+  __syncthreads();  // also publishes the barriers' initialization
+  asm volatile("griddepcontrol.launch_dependents;");
+
+  const int g = threadIdx.x / TPR, h = threadIdx.x % TPR;
+  for (int c = 0; c < chunks; ++c) {
+    bulk_wait(&full[c % stages], (c / stages) & 1);
+    const uint8_t* chunk = ring + static_cast<size_t>(c % stages) * chunk_bytes;
+    const int first = r0 + c * rows_per_chunk, n = min(rows_per_chunk, r1 - first);
+    for (int p = 0; p < (n + G - 1) / G; ++p) {  // uniform over the CTA: every lane reaches the shuffles
+      const int row = p * G + g;
+      float acc = 0.f;
+      if (row < n) {
+        for (int i = h; i < items; i += TPR) {
+          const uint4* src = reinterpret_cast<const uint4*>(chunk + row * row_bytes + static_cast<size_t>(i) * IB);
+          uint32_t wv[NW];
+#pragma unroll
+          for (int q = 0; q < NW / 4; ++q) {
+            const uint4 u = src[q];
+            wv[4 * q] = u.x, wv[4 * q + 1] = u.y, wv[4 * q + 2] = u.z, wv[4 * q + 3] = u.w;
+          }
+          const uint8_t* xi = xs + static_cast<size_t>(i) * kXItem;
+          acc += dot_item<F, NW>(wv, reinterpret_cast<const int4*>(xi), reinterpret_cast<const float2*>(xi + 256));
+        }
+      }
+#pragma unroll
+      for (int o = TPR / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+      if (row < n && h == 0) y[first + row] = static_cast<T>(acc);
+    }
+    __syncthreads();  // every lane is done with this stage
+    if (threadIdx.x == 0 && c + stages < chunks) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      fetch(c + stages);
+    }
   }
 }
 
@@ -329,6 +458,80 @@ bool launch_fmt(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, 
   return launch_tpr<F, T, 4>(x, w, y, N, K, w_early, st);
 }
 
+// The bulk kernel's shapes: chunks of whole rows near kChunkTarget bytes
+// (a multiple of the CTA's row groups when rows are small), as many as fit
+// in kRingBytes (at least two); one CTA per SM.
+constexpr size_t kChunkTarget = 32 * 1024, kRingBytes = 112 * 1024, kRingMax = 160 * 1024;
+
+template <BlockFormat F, typename T, int TPR>
+bool launch_bulk_tpr(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
+  constexpr int G = kBulkThreads / TPR;
+  const size_t row_bytes = static_cast<size_t>(K / 256) * bulk_item_bytes<F>();
+  const int sms = std::max(device_sm_count(), 1);
+  const int ctas = std::min(N, sms);
+  const int rows_cta = (N + ctas - 1) / ctas;
+  int rows = static_cast<int>(std::max<size_t>(1, kChunkTarget / row_bytes));
+  if (rows >= G) {
+    rows -= rows % G;
+  } else if (2 * G * row_bytes <= kRingMax) {
+    rows = G;  // long rows: a row for every group of lanes, two chunks in flight
+  }
+  rows = std::min(rows, rows_cta);
+  const size_t chunk_bytes = rows * row_bytes;
+  const int chunks = (rows_cta + rows - 1) / rows;
+  const int stages = static_cast<int>(
+      std::min<size_t>(chunks, std::min(std::max<size_t>(2, kRingBytes / chunk_bytes), kRingMax / chunk_bytes)));
+  if (stages < std::min(chunks, 2) || stages < 1) return false;
+  const size_t smem = 128 + ((static_cast<size_t>(K / 256) * kXItem + 127) / 128) * 128 + stages * chunk_bytes;
+  auto kernel = qmv_bulk_kernel<F, T, TPR>;
+  if (smem > 227 * 1024) return false;
+  static std::mutex mutex;
+  static size_t granted = 0;  // the largest dynamic shared memory asked of this kernel so far
+  {
+    std::lock_guard lock(mutex);
+    if (smem > 48 * 1024 && smem > granted) {
+      if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 227 * 1024) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+      }
+      granted = 227 * 1024;
+    }
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.blockDim = dim3(kBulkThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaLaunchKernelEx(&cfg, kernel, x, w, y, N, K, rows, stages, w_early) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
+}
+
+// Lanes per row: enough for one item each (K / 256 items), 8 to 32.
+template <BlockFormat F, typename T>
+bool launch_bulk(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
+  const int items = K / 256;
+  if (items > 16) return launch_bulk_tpr<F, T, 32>(x, w, y, N, K, w_early, st);
+  if (items > 8) return launch_bulk_tpr<F, T, 16>(x, w, y, N, K, w_early, st);
+  return launch_bulk_tpr<F, T, 8>(x, w, y, N, K, w_early, st);
+}
+
+std::atomic<int> bulk_override{-1};
+
+bool bulk_enabled() {
+  static const bool env_on = [] {
+    const char* e = std::getenv("KILN_QMV_BULK");
+    return !(e && std::string(e) == "0");
+  }();
+  const int o = bulk_override.load(std::memory_order_relaxed);
+  return o < 0 ? env_on : o == 1;
+}
+
 }  // namespace
 
 template <typename T>
@@ -349,6 +552,31 @@ bool launch_qmv_i8(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat
   }
 }
 
+void set_qmv_bulk_override(int on) { bulk_override.store(on, std::memory_order_relaxed); }
+
+template <typename T>
+bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st) {
+  if (!bulk_enabled() || device_sm_count() <= 0 || K % 256 != 0 || K / 256 * kXItem > 64 * 1024 ||
+      reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+    return false;
+  }
+  switch (f) {
+    case BlockFormat::q4_0:
+      return launch_bulk<BlockFormat::q4_0, T>(x, w, y, N, K, w_early, st);
+    case BlockFormat::q8_0:
+      return launch_bulk<BlockFormat::q8_0, T>(x, w, y, N, K, w_early, st);
+    case BlockFormat::q4_k:
+      return launch_bulk<BlockFormat::q4_k, T>(x, w, y, N, K, w_early, st);
+    default:
+      return false;
+  }
+}
+
+template bool launch_qmv_bulk<float>(const float*, const uint8_t*, float*, int, int, BlockFormat, bool, cudaStream_t);
+template bool launch_qmv_bulk<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int,
+                                             BlockFormat, bool, cudaStream_t);
+template bool launch_qmv_bulk<__half>(const __half*, const uint8_t*, __half*, int, int, BlockFormat, bool,
+                                      cudaStream_t);
 template bool launch_qmv_i8<float>(const float*, const uint8_t*, float*, int, int, BlockFormat, bool, cudaStream_t);
 template bool launch_qmv_i8<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int, BlockFormat,
                                            bool, cudaStream_t);

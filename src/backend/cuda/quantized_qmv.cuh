@@ -130,5 +130,15 @@ bool launch_small_stream(const T* x, const uint8_t* w, T* y, int N, int K, int M
 // of it in the stream has finished (cuda_common.h, complete_before_capture).
 template <typename T>
 bool launch_qmv_i8(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st);
+// The same products (x rounded the same way) with the weights brought into
+// shared memory by the copy engine, a CTA per SM over a contiguous range of
+// rows (quant_blocks_qmv_i8.cu); false where it does not apply (K not a
+// multiple of 256 or x's codes over 64 KB of shared memory, K > 49,920;
+// w / x not 16-byte aligned) or KILN_QMV_BULK=0.
+// Tests: 1 takes the bulk kernel wherever it applies, 0 never, -1 (the
+// default) as KILN_QMV_BULK says.
+void set_qmv_bulk_override(int on);
+template <typename T>
+bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st);
 
 }  // namespace kiln::cuda
