@@ -51,8 +51,9 @@
 //   Q4_K  17.0 / 6.7 / 10.0 / 30.6 / 17.4 -> 13.5 / 6.9 / 7.5 / 25.0 / 15.7 (0.81 / 0.45 / 0.62 / 0.87 / 0.70)
 //   Q8_0  27.2 / 10.9 / 14.6 / 48.2 / 29.7 -> 23.2 / 8.4 / 11.0 / 43.2 / 24.6 (0.89 / 0.70 / 0.80 / 0.96 / 0.84)
 //   Q4_0  19.1 / 7.5 / 9.8 / 29.2 / 18.7 -> 13.7 / 6.7 / 8.1 / 24.9 / 15.0 (0.80 / 0.47 / 0.58 / 0.87 / 0.73)
-// The 8B decode (tg64, Q4_K) gained 3-4%: its other ~20 kernels per layer
-// cost about as much GPU time as its QMVs.
+// The 8B decode (tg64) gained 0-4% on Q4_K, 4-6% on Q8_0, 0-2.5% on Q4_0
+// over two device calls (docs/performance.md, session 31): its other ~20
+// kernels per layer take about half of a token's GPU time.
 // x's codes for 256 weights sit 336 bytes apart (256 codes, 8 x (d, sum),
 // 16 bytes of padding): the TPR lanes of a row read 16-byte pieces 336
 // bytes apart, which land on distinct banks.
