@@ -533,6 +533,22 @@ bool bulk_enabled() {
   return o < 0 ? env_on : o == 1;
 }
 
+// fn(std::integral_constant<BlockFormat, F>) for the three formats these
+// kernels take; false for the others.
+template <typename Fn>
+bool by_format(BlockFormat f, Fn&& fn) {
+  switch (f) {
+    case BlockFormat::q4_0:
+      return fn(std::integral_constant<BlockFormat, BlockFormat::q4_0>{});
+    case BlockFormat::q8_0:
+      return fn(std::integral_constant<BlockFormat, BlockFormat::q8_0>{});
+    case BlockFormat::q4_k:
+      return fn(std::integral_constant<BlockFormat, BlockFormat::q4_k>{});
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 template <typename T>
@@ -541,16 +557,7 @@ bool launch_qmv_i8(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat
       reinterpret_cast<uintptr_t>(x) % 16 != 0) {
     return false;
   }
-  switch (f) {
-    case BlockFormat::q4_0:
-      return launch_fmt<BlockFormat::q4_0, T>(x, w, y, N, K, w_early, st);
-    case BlockFormat::q8_0:
-      return launch_fmt<BlockFormat::q8_0, T>(x, w, y, N, K, w_early, st);
-    case BlockFormat::q4_k:
-      return launch_fmt<BlockFormat::q4_k, T>(x, w, y, N, K, w_early, st);
-    default:
-      return false;
-  }
+  return by_format(f, [&](auto fc) { return launch_fmt<decltype(fc)::value, T>(x, w, y, N, K, w_early, st); });
 }
 
 void set_qmv_bulk_override(int on) { bulk_override.store(on, std::memory_order_relaxed); }
@@ -561,16 +568,7 @@ bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockForm
       reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
     return false;
   }
-  switch (f) {
-    case BlockFormat::q4_0:
-      return launch_bulk<BlockFormat::q4_0, T>(x, w, y, N, K, w_early, st);
-    case BlockFormat::q8_0:
-      return launch_bulk<BlockFormat::q8_0, T>(x, w, y, N, K, w_early, st);
-    case BlockFormat::q4_k:
-      return launch_bulk<BlockFormat::q4_k, T>(x, w, y, N, K, w_early, st);
-    default:
-      return false;
-  }
+  return by_format(f, [&](auto fc) { return launch_bulk<decltype(fc)::value, T>(x, w, y, N, K, w_early, st); });
 }
 
 template bool launch_qmv_bulk<float>(const float*, const uint8_t*, float*, int, int, BlockFormat, bool, cudaStream_t);
