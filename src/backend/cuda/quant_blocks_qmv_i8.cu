@@ -401,6 +401,26 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
   }
 }
 
+// Launches with programmatic dependent launch (the kernel's CTAs may start
+// while the one ahead in the stream finishes; they griddepcontrol.wait
+// before reading its outputs); false, the error cleared, when it fails.
+template <typename... Params, typename... Args>
+bool launch_early(void (*kernel)(Params...), int ctas, int threads, size_t smem, cudaStream_t st, Args... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
+  cfg.blockDim = dim3(static_cast<unsigned>(threads));
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = st;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...) == cudaSuccess) return true;
+  cudaGetLastError();
+  return false;
+}
+
 // Resident CTAs per SM of a kernel at a shared-memory size (asked once per
 // pair; the attribute for more than 48 KB set on the way).
 int resident_ctas(const void* kernel, size_t smem) {
@@ -429,19 +449,7 @@ bool launch_tpr(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, 
   if (per_sm <= 0) return false;
   const int tasks = (N + 32 / TPR - 1) / (32 / TPR);
   const int ctas = std::min((tasks + kThreads / 32 - 1) / (kThreads / 32), per_sm * std::max(device_sm_count(), 1));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, kernel, x, w, y, N, K, w_early) == cudaSuccess) return true;
-  cudaGetLastError();
-  return false;
+  return launch_early(kernel, ctas, kThreads, smem, st, x, w, y, N, K, w_early);
 }
 
 // Lanes per row: the most (up to one lane per 256 weights) whose tasks the
@@ -498,19 +506,7 @@ bool launch_bulk_tpr(const T* x, const uint8_t* w, T* y, int N, int K, bool w_ea
       granted = 227 * 1024;
     }
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-  cfg.blockDim = dim3(kBulkThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, kernel, x, w, y, N, K, rows, stages, w_early) == cudaSuccess) return true;
-  cudaGetLastError();
-  return false;
+  return launch_early(kernel, ctas, kBulkThreads, smem, st, x, w, y, N, K, rows, stages, w_early);
 }
 
 // Lanes per row: enough for one item each (K / 256 items), 8 to 32.
