@@ -72,7 +72,7 @@ TEST_F(GpuAttention, DecodeAcrossHeadDimsDtypesAndMasks) {
       check({1, 4, 2, 3, 129, d}, t, Mask::kAdditive, true);
     }
   }
-  for (int lk : {1, 17, 4096, 32768}) check({1, 32, 8, 1, lk, 128}, bfloat16, Mask::kNone);
+  for (int lk : {1, 17, 2048, 2049, 4096, 32768}) check({1, 32, 8, 1, lk, 128}, bfloat16, Mask::kNone);
   check({2, 8, 2, 1, 555, 128}, bfloat16, Mask::kNone, true, true);  // strided q/k/v
 }
 

@@ -21,7 +21,16 @@
 // ldmatrix.trans. Each K/V element is read from memory once for all the
 // query heads that share it. The block's warps merge their states in shared
 // memory and write one partial (m, l, unnormalized output) per row; a second
-// kernel merges a row's partials over the splits.
+// kernel merges a row's partials over the splits. Up to kClusterKeys keys
+// a group's splits (at most 8) are one thread-block cluster instead: the
+// partials stay in shared memory and the cluster's blocks merge them
+// through distributed shared memory, no second kernel and no round trip
+// through global memory (merge_in_cluster). Session 32, H100, `kiln bench
+// --device gpu --quick --filter sdpa_decode`, merge kernel / cluster:
+// kv 512 8.7-9.5 -> 8.1-8.2 us, kv 2048 14.1 -> 12.8 us. (The same merge
+// done by the block that arrives last, counted with a global atomic, made
+// the 8B decode 5% slower: its fences and atomic cost more than the
+// kernel it saved.)
 //
 // Measured (H200, 2026-12-02, standalone lab: this kernel and merge, CUDA
 // events, median of 40, KV caches rotated so none is served from L2; bf16,
@@ -44,7 +53,12 @@
 //
 // Masked scores become -FLT_MAX (a fully masked row averages V, as the
 // fallback's finfo.min does); keys past the range are -inf (no weight).
+#include <cooperative_groups.h>
+
+#include <algorithm>
 #include <cfloat>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/attention_mma.cuh"
@@ -61,7 +75,9 @@ constexpr int kStageKeys = 16 * kWarps;
 template <int D, int S>
 constexpr int smem_bytes() {
   constexpr int pipe = S * 2 * kStageKeys * (D + 8) * 2;
-  constexpr int merge = kWarps * 16 * (D + 2 + 1) * 4;  // outputs, (m, l), weights
+  // The warps' outputs, (m, l) and weights; then, clustered, the split's
+  // partial [16][2 + D], the merge's weights and l [16][8] and totals [16].
+  constexpr int merge = (kWarps * 16 * (D + 2 + 1) + 16 * (2 + D) + 16 * 8 * 2 + 16) * 4;
   return pipe > merge ? pipe : merge;
 }
 // Stages: as many as let kBlocksPerSm blocks share an SM's shared memory.
@@ -70,10 +86,74 @@ constexpr int stages() {
   return D <= 128 ? 3 : 2;
 }
 constexpr int kBlocksPerSm = 2;
+// Up to this many keys a group's splits are one cluster (merge_in_cluster).
+constexpr int kClusterKeys = 2048;
+
+// The merge without a second kernel: the group's splits are one cluster of
+// blocks (at most kClusterSplits), each split's partial in its block's
+// shared memory (`mine`, [rows][2 + D]; after it room for [rows][splits]
+// weights and [rows] totals). Every block takes the rows' weights, then
+// its share of the outputs, reading the other blocks' partials through
+// distributed shared memory; no block leaves while another may read it.
+constexpr int kClusterSplits = 8;
+template <typename T, int D>
+__device__ void merge_in_cluster(const SdpaParams& p, int splits, float* mine, int grp) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rep = p.n_q_heads / p.n_kv_heads, rows = rep * p.q_len;
+  const int b = grp / p.n_kv_heads, kvh = grp % p.n_kv_heads;
+  const int tid = threadIdx.x, nt = static_cast<int>(blockDim.x), rank = static_cast<int>(cluster.block_rank());
+  float* wts = mine + 16 * (2 + D);  // [rows][splits]: m, then the weight
+  float* ls = wts + 16 * kClusterSplits;
+  float* totals = ls + 16 * kClusterSplits;
+  cluster.sync();  // every split's partial is written
+  for (int i = tid; i < rows * splits; i += nt) {
+    const float* q = cluster.map_shared_rank(mine, i % splits) + (i / splits) * (2 + D);
+    wts[i] = q[0], ls[i] = q[1];
+  }
+  __syncthreads();
+  if (tid < rows) {
+    float mx = -INFINITY, lsum = 0.0f;
+    for (int k = 0; k < splits; ++k) {
+      if (ls[tid * splits + k] > 0.0f) mx = fmaxf(mx, wts[tid * splits + k]);
+    }
+    for (int k = 0; k < splits; ++k) {
+      const float li = ls[tid * splits + k];
+      const float w = li > 0.0f ? exp2f(wts[tid * splits + k] - mx) : 0.0f;
+      wts[tid * splits + k] = w;
+      lsum += w * li;
+    }
+    totals[tid] = lsum;
+  }
+  __syncthreads();
+  auto out_row = [&](int r) {
+    return static_cast<T*>(p.out) +
+           ((static_cast<long long>(b) * p.n_q_heads + kvh * rep + r % rep) * p.q_len + r / rep) * p.head_dim;
+  };
+  if (rank == 0) {
+    for (int r = 0; r < rows; ++r) {  // every split skipped (split_hidden): a fully masked row averages V
+      if (totals[r] == 0.0f) mean_of_v<T>(p, b, kvh, D, out_row(r));
+    }
+  }
+  const float* peers[kClusterSplits];
+  for (int k = 0; k < splits; ++k) peers[k] = cluster.map_shared_rank(mine, k);
+  for (int i = rank * nt + tid; i < rows * D; i += splits * nt) {
+    const int r = i / D, d = i % D;
+    if (totals[r] == 0.0f) continue;
+    float acc = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kClusterSplits; ++k) {
+      if (k < splits) acc += wts[r * splits + k] * peers[k][r * (2 + D) + 2 + d];
+    }
+    out_row(r)[d] = static_cast<T>(acc * (1.0f / totals[r]));
+  }
+  cluster.sync();  // the other blocks are done reading this one
+}
 
 // Partial layout: [group][split][row][2 + D] (m in log2 units, l, output).
 template <typename T, int D, int S>
-__global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int splits, int chunk, float* part) {
+__global__ void __launch_bounds__(kWarps * 32)
+    decode_kernel(SdpaParams p, int splits, int chunk, float* part, bool clustered) {
   constexpr int LD = D + 8, BN = kStageKeys, NT = kWarps * 32, VEC = D / 8;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sm = reinterpret_cast<T*>(smem);
@@ -248,7 +328,10 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
     if (tig == 0) ml[(warp * 16 + r) * 2] = m[hf], ml[(warp * 16 + r) * 2 + 1] = l[hf];
   }
   __syncthreads();
-  float* dst = part + (static_cast<long long>(grp) * splits + split) * rows * (2 + D);
+  // Clustered, the split's partial stays in this block's shared memory
+  // (after the warps' states), where the cluster's blocks merge it.
+  float* dst = clustered ? ml + kWarps * 16 * 2 + 16 * kWarps
+                         : part + (static_cast<long long>(grp) * splits + split) * rows * (2 + D);
   // Each row's warp weights once (a thread per row), then the outputs.
   float* wts = ml + kWarps * 16 * 2;  // [16][kWarps]
   if (tid < rows) {
@@ -275,6 +358,7 @@ __global__ void __launch_bounds__(kWarps * 32) decode_kernel(SdpaParams p, int s
     for (int w = 0; w < kWarps; ++w) acc += wts[r * kWarps + w] * ob[(w * 16 + r) * D + d];
     dst[r * (2 + D) + 2 + d] = acc;
   }
+  if (clustered) merge_in_cluster<T, D>(p, splits, dst, grp);
 }
 
 // One block per (group, row): merges that row's partials over the splits.
@@ -353,10 +437,30 @@ void launch(const SdpaParams& p, int splits, float* part, cudaStream_t s) {
     return true;
   }();
   (void)configured;
+  const int groups = p.batch * p.n_kv_heads, rows = p.n_q_heads / p.n_kv_heads * p.q_len;
+  static const bool cluster_on = [] {  // KILN_DECODE_CLUSTER=0: always the merge kernel (for the lab)
+    const char* e = std::getenv("KILN_DECODE_CLUSTER");
+    return !(e && std::string(e) == "0");
+  }();
+  if (cluster_on && p.kv_len <= kClusterKeys) {
+    const int want = std::min(kClusterSplits, (p.kv_len + kStageKeys - 1) / kStageKeys);
+    const int chunk = split_chunk(p, want), n = (p.kv_len + chunk - 1) / chunk;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(n, groups);
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = n, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, decode_kernel<T, D, S>, p, n, chunk, part, true) == cudaSuccess) return;
+    cudaGetLastError();  // refused: split and merge in two kernels
+  }
   const int chunk = split_chunk(p, splits);
   splits = (p.kv_len + chunk - 1) / chunk;  // no empty split
-  const int groups = p.batch * p.n_kv_heads, rows = p.n_q_heads / p.n_kv_heads * p.q_len;
-  decode_kernel<T, D, S><<<dim3(splits, groups), kWarps * 32, smem, s>>>(p, splits, chunk, part);
+  decode_kernel<T, D, S><<<dim3(splits, groups), kWarps * 32, smem, s>>>(p, splits, chunk, part, false);
   KILN_CUDA_CHECK_LAUNCH("scaled_dot_product_attention");
   decode_merge<T, D><<<groups * rows, 128, splits * sizeof(float), s>>>(p, splits, part);
 }
