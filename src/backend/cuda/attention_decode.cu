@@ -58,7 +58,6 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdlib>
-#include <string>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/attention_mma.cuh"
@@ -438,11 +437,12 @@ void launch(const SdpaParams& p, int splits, float* part, cudaStream_t s) {
   }();
   (void)configured;
   const int groups = p.batch * p.n_kv_heads, rows = p.n_q_heads / p.n_kv_heads * p.q_len;
-  static const bool cluster_on = [] {  // KILN_DECODE_CLUSTER=0: always the merge kernel (for the lab)
+  // KILN_DECODE_CLUSTER=N (for the lab): clusters up to N keys, 0 never.
+  static const int cluster_keys = [] {
     const char* e = std::getenv("KILN_DECODE_CLUSTER");
-    return !(e && std::string(e) == "0");
+    return e ? std::atoi(e) : kClusterKeys;
   }();
-  if (cluster_on && p.kv_len <= kClusterKeys) {
+  if (p.kv_len <= cluster_keys) {
     const int want = std::min(kClusterSplits, (p.kv_len + kStageKeys - 1) / kStageKeys);
     const int chunk = split_chunk(p, want), n = (p.kv_len + chunk - 1) / chunk;
     cudaLaunchConfig_t cfg = {};
