@@ -71,12 +71,16 @@ using namespace attn;
 constexpr int kWarps = 4;
 constexpr int kStageKeys = 16 * kWarps;
 
+// The most splits of a cluster (the portable cluster size).
+constexpr int kClusterSplits = 8;
+
 template <int D, int S>
 constexpr int smem_bytes() {
   constexpr int pipe = S * 2 * kStageKeys * (D + 8) * 2;
   // The warps' outputs, (m, l) and weights; then, clustered, the split's
-  // partial [16][2 + D], the merge's weights and l [16][8] and totals [16].
-  constexpr int merge = (kWarps * 16 * (D + 2 + 1) + 16 * (2 + D) + 16 * 8 * 2 + 16) * 4;
+  // partial [16][2 + D], the merge's weights and l [16][kClusterSplits]
+  // and totals [16].
+  constexpr int merge = (kWarps * 16 * (D + 2 + 1) + 16 * (2 + D) + 16 * kClusterSplits * 2 + 16) * 4;
   return pipe > merge ? pipe : merge;
 }
 // Stages: as many as let kBlocksPerSm blocks share an SM's shared memory.
@@ -94,7 +98,6 @@ constexpr int kClusterKeys = 2048;
 // weights and [rows] totals). Every block takes the rows' weights, then
 // its share of the outputs, reading the other blocks' partials through
 // distributed shared memory; no block leaves while another may read it.
-constexpr int kClusterSplits = 8;
 template <typename T, int D>
 __device__ void merge_in_cluster(const SdpaParams& p, int splits, float* mine, int grp) {
   namespace cg = cooperative_groups;
