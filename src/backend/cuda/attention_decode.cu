@@ -26,8 +26,11 @@
 // partials stay in shared memory and the cluster's blocks merge them
 // through distributed shared memory, no second kernel and no round trip
 // through global memory (merge_in_cluster). Session 32, H100, `kiln bench
-// --device gpu --quick --filter sdpa_decode`, merge kernel / cluster:
-// kv 512 8.7-9.5 -> 8.1-8.2 us, kv 2048 14.1 -> 12.8 us. (The same merge
+// --device gpu --quick --filter sdpa_decode`, merge kernel / cluster, two
+// calls: kv 512 8.7-9.5 -> 8.1-8.7 us, kv 2048 14.1-14.4 -> 12.8-13.6 us.
+// Over 2048 keys the clusters were slower (kv 4096 21-23 against 19-20 us,
+// kv 32768 106 against 61 us: 64 blocks keep too few bytes in flight), and
+// clusters of 16 slower than 8 at every length. (The same merge
 // done by the block that arrives last, counted with a global atomic, made
 // the 8B decode 5% slower: its fences and atomic cost more than the
 // kernel it saved.)
