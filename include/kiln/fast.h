@@ -36,6 +36,32 @@ array rms_norm(const array& x, const std::optional<array>& weight, float eps, St
 std::pair<array, array> add_rms_norm(const array& x, const array& residual, const std::optional<array>& weight,
                                      float eps, StreamOrDevice s = {});
 
+// Kiln extensions (not in MLX): a quantized product together with the op
+// that computes its x, the two places a pre-norm decoder layer feeds a
+// product from an elementwise op. The same numbers as the ops they stand
+// for, which are their fallbacks:
+//   swiglu_quantized_matmul = quantized_matmul(silu(gate) * up, w, ...)
+//   add_rms_norm_quantized_matmul = {h, quantized_matmul(rms_norm(h, weight,
+//       eps), w, ...)} with h = x + residual (add_rms_norm above).
+// On a GPU stream, for one row of x (decode) of float32, float16 or
+// bfloat16 on Q4_0, Q8_0 or Q4_K blocks (transpose true, no broadcast
+// between the two inputs), one kernel computes x as each of its blocks
+// rounds it (the norm for rows of 256 to 2048 16-byte vectors: 2048 to
+// 16384 16-bit or 1024 to 8192 float32 values); elsewhere the plain ops run.
+// KILN_FUSED_QMV=0 (read once) always takes the plain ops.
+array swiglu_quantized_matmul(const array& gate, const array& up, const array& w, const array& scales,
+                              const std::optional<array>& biases = std::nullopt, bool transpose = true,
+                              std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+                              const std::string& mode = "affine", StreamOrDevice s = {});
+std::pair<array, array> add_rms_norm_quantized_matmul(const array& x, const array& residual,
+                                                      const std::optional<array>& weight, float eps, const array& w,
+                                                      const array& scales,
+                                                      const std::optional<array>& biases = std::nullopt,
+                                                      bool transpose = true,
+                                                      std::optional<int> group_size = std::nullopt,
+                                                      std::optional<int> bits = std::nullopt,
+                                                      const std::string& mode = "affine", StreamOrDevice s = {});
+
 // (x - mean) * rsqrt(var + eps) * weight + bias over the last axis; weight
 // and bias (each optional) have x's last dimension. Output dtype:
 // result_type of the given arrays; 16-bit inputs are normalized in float32.

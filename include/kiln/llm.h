@@ -211,10 +211,15 @@ class Model {
   // output, not added yet), so that each add runs in one kernel with the
   // norm after it (fast::add_rms_norm). Returns {h + delta, rms_norm of it}.
   std::pair<array, array> pre_norm(const array& h, const std::optional<array>& delta, const array& weight) const;
+  // {h + delta, lin(rms_norm of it)}: for one token on block-quantized
+  // weights the norm runs inside the product (fast::add_rms_norm_quantized_matmul).
+  std::pair<array, array> norm_product(const array& h, const std::optional<array>& delta, const array& weight,
+                                       const Linear& lin) const;
   // A layer's queries, keys and values [B, heads, T, head_dim] from the
-  // normed input x, q/k normed (Qwen 3) and rotated at positions offset,
-  // offset + 1, ...
-  std::tuple<array, array, array> project_qkv(const Layer& l, const array& x, const array& offset) const;
+  // residual stream h + delta (h becomes the sum), normed, q/k normed
+  // (Qwen 3) and rotated at positions offset, offset + 1, ...
+  std::tuple<array, array, array> project_qkv(const Layer& l, array& h, const std::optional<array>& delta,
+                                              const array& offset) const;
   // {h + o_proj(attention [B, H, T, head_dim]), the MLP's output of it}.
   std::pair<array, array> finish_layer(const Layer& l, const array& h, const array& attention) const;
   array logits(const array& h, const std::optional<array>& delta) const;

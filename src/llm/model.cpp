@@ -357,9 +357,31 @@ std::pair<array, array> Model::pre_norm(const array& h, const std::optional<arra
   return fast::add_rms_norm(h, *delta, weight, config_.rms_norm_eps);
 }
 
-std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& x, const array& offset) const {
+namespace {
+
+// One token on GGUF blocks: the residual add and the norm in the product's
+// kernel (a layer's norms are two of its ~12 GPU kernels per token).
+bool fuses_norm(const array& h, const std::optional<array>& delta, const Linear& lin) {
+  return delta && h.ndim() == 3 && h.shape(0) * h.shape(1) == 1 && lin.mode != "none" && lin.mode != "affine" &&
+         !lin.bias;
+}
+
+}  // namespace
+
+std::pair<array, array> Model::norm_product(const array& h, const std::optional<array>& delta, const array& weight,
+                                            const Linear& lin) const {
+  if (!fuses_norm(h, delta, lin)) {
+    auto [sum, x] = pre_norm(h, delta, weight);
+    return {sum, lin(x)};
+  }
+  return fast::add_rms_norm_quantized_matmul(h, *delta, weight, config_.rms_norm_eps, lin.weight, array({}),
+                                             std::nullopt, true, std::nullopt, std::nullopt, lin.mode);
+}
+
+std::tuple<array, array, array> Model::project_qkv(const Layer& l, array& h, const std::optional<array>& delta,
+                                                   const array& offset) const {
   const ModelConfig& c = config_;
-  const int B = x.shape(0), T = x.shape(1), hd = c.resolved_head_dim();
+  const int B = h.shape(0), T = h.shape(1), hd = c.resolved_head_dim();
   const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
   const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
   auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
@@ -367,12 +389,15 @@ std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& 
   const int nq = c.num_heads * hd, nk = c.num_kv_heads * hd;
   if (l.qkv && !l.q_norm) {
     // Stacked: the query and key heads are rotated in one pass, then split.
-    const array y = (*l.qkv)(x);
+    array y = h;
+    std::tie(h, y) = norm_product(h, delta, l.attn_norm, *l.qkv);
     const array qk = rope(heads(slice(y, {0, 0, 0}, {B, T, nq + nk}), c.num_heads + c.num_kv_heads));
     const array v = heads(slice(y, {0, 0, nq + nk}, {B, T, nq + 2 * nk}), c.num_kv_heads);
     return {slice(qk, {0, 0, 0, 0}, {B, c.num_heads, T, hd}),
             slice(qk, {0, c.num_heads, 0, 0}, {B, c.num_heads + c.num_kv_heads, T, hd}), v};
   }
+  array x = h;
+  std::tie(h, x) = pre_norm(h, delta, l.attn_norm);
   const std::optional<array> y = l.qkv ? std::optional<array>((*l.qkv)(x)) : std::nullopt;
   array q = heads(y ? slice(*y, {0, 0, 0}, {B, T, nq}) : l.q(x), c.num_heads);
   array k = heads(y ? slice(*y, {0, 0, nq}, {B, T, nq + nk}) : l.k(x), c.num_kv_heads);
@@ -384,17 +409,26 @@ std::tuple<array, array, array> Model::project_qkv(const Layer& l, const array& 
 
 std::pair<array, array> Model::finish_layer(const Layer& l, const array& h, const array& attention) const {
   const int B = h.shape(0), T = h.shape(1), n = attention.shape(1) * attention.shape(3);
-  auto [out, x] = pre_norm(h, l.o(reshape(transpose(attention, {0, 2, 1, 3}), {B, T, n})), l.mlp_norm);
+  const array o = l.o(reshape(transpose(attention, {0, 2, 1, 3}), {B, T, n}));
+  // One token on GGUF blocks: SwiGLU computed by the down product's kernel.
+  auto down = [&](const array& gate, const array& up) {
+    if (B * T == 1 && l.down.mode != "none" && l.down.mode != "affine" && !l.down.bias) {
+      return fast::swiglu_quantized_matmul(gate, up, l.down.weight, array({}), std::nullopt, true, std::nullopt,
+                                           std::nullopt, l.down.mode);
+    }
+    return l.down(swiglu()({gate, up})[0]);
+  };
   if (l.gate_up) {
-    const array y = (*l.gate_up)(x);
+    auto [out, y] = norm_product(h, o, l.mlp_norm, *l.gate_up);
     const int F = y.shape(2) / 2;
-    return {out, l.down(swiglu()({slice(y, {0, 0, 0}, {B, T, F}), slice(y, {0, 0, F}, {B, T, 2 * F})})[0])};
+    return {out, down(slice(y, {0, 0, 0}, {B, T, F}), slice(y, {0, 0, F}, {B, T, 2 * F}))};
   }
-  return {out, l.down(swiglu()({l.gate(x), l.up(x)})[0])};
+  auto [out, x] = pre_norm(h, o, l.mlp_norm);
+  return {out, down(l.gate(x), l.up(x))};
 }
 
 array Model::logits(const array& h, const std::optional<array>& delta) const {
-  return astype(lm_head_(pre_norm(h, delta, final_norm_).second), float32);
+  return astype(norm_product(h, delta, final_norm_, lm_head_).second, float32);
 }
 
 array Model::forward(const array& tokens, std::vector<nn::KVCache>& caches, bool last_only) const {
@@ -413,9 +447,7 @@ array Model::forward(const array& tokens, std::vector<nn::KVCache>& caches, bool
   std::optional<array> delta;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int offset = caches[i].offset();
-    array x = h;
-    std::tie(h, x) = pre_norm(h, delta, layers_[i].attn_norm);
-    auto [q, k, v] = project_qkv(layers_[i], x, array(offset, int32));
+    auto [q, k, v] = project_qkv(layers_[i], h, delta, array(offset, int32));
     auto [keys, values] = caches[i].update_and_fetch(k, v);
     const std::optional<array> band = window_mask(offset, T, c.sliding_window);
     array o = band ? fast::scaled_dot_product_attention(q, keys, values, scale, "array", band)
@@ -448,9 +480,7 @@ std::vector<array> Model::decode_step(const std::vector<array>& in) const {
   array h = embed(in[0]);
   std::optional<array> delta;
   for (size_t i = 0; i < L; ++i) {
-    array x = h;
-    std::tie(h, x) = pre_norm(h, delta, layers_[i].attn_norm);
-    auto [q, k, v] = project_qkv(layers_[i], x, position);
+    auto [q, k, v] = project_qkv(layers_[i], h, delta, position);
     array keys = slice_update(in[2 + 2 * i], k, position, {2});
     array values = slice_update(in[3 + 2 * i], v, position, {2});
     const array o = fast::scaled_dot_product_attention(q, keys, values, scale, "array", visible);

@@ -5,6 +5,9 @@
 // gives the op-by-op step's ids and logits on the GPU.
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "core/primitives.h"
 #include "kiln/kiln.h"
 #include "kiln/llm.h"
 #include "quant_blocks_ref.h"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/block_format.h"
+#include "core/primitives.h"
 #include "core/quantize_blocks.h"
 #include "kiln/kiln.h"
 #include "quant_blocks_ref.h"
@@ -206,6 +207,74 @@ TEST_F(GpuBlocks, StridedBatchedX) {
     array g = detail::block_quantized_matmul(xi, w, true, "q4_k", Device::gpu);
     EXPECT_TRUE(all_close(g, to_double(c), 1e-4, 1e-4));
   }
+}
+
+// fast::swiglu_quantized_matmul and fast::add_rms_norm_quantized_matmul
+// build one FusedBlockQMV node on the GPU, whose kernel computes x as it
+// rounds it: bit for bit the ops it stands for on the GPU (the same x, the
+// same product), through the bulk kernel, the other kernels (x computed by
+// one block first) and x kept in float. gate / up are halves of one row,
+// as the decode step slices them; the norm's rows are 256 and 512 vectors.
+TEST_F(GpuBlocks, FusedProloguesGiveTheOpsBitForBit) {
+  auto same_bits = [](const array& a, const array& b) {
+    eval(a, b);
+    const array ab = astype(a, float32), bb = astype(b, float32);
+    eval(ab, bb);
+    ASSERT_EQ(ab.size(), bb.size());
+    const float* pa = ab.data<float>();
+    const float* pb = bb.data<float>();
+    for (size_t i = 0; i < ab.size(); ++i) {
+      ASSERT_TRUE(bits_of(pa[i]) == bits_of(pb[i]) || (std::isnan(pa[i]) && std::isnan(pb[i])))
+          << "element " << i << ": " << pa[i] << " vs " << pb[i];
+    }
+  };
+  auto fused = [](const array& y) { return y.has_primitive() && std::string(y.primitive()->name()) == "FusedBlockQMV"; };
+  const Device g = Device::gpu;
+  for (std::string mode : {"q4_0", "q8_0", "q4_k"}) {
+    for (auto [n, k] : {std::pair{37, 2048}, {6001, 4096}, {45, 14336}}) {
+      array w = detail::block_quantize(random_array({n, k}), mode, Device::cpu)[0];
+      array nw = random_array({k}, float32, 0.5, 1.5);
+      for (int x8 : {1, 0})
+        for (int bulk : {1, 0})
+          for (Dtype t : {float32, bfloat16, float16}) {
+            cpu::set_block_x_int8_override(x8);
+            use_bulk_qmv(bulk);
+            SCOPED_TRACE(mode + " N=" + std::to_string(n) + " K=" + std::to_string(k) + " " + dtype_name(t) +
+                         (bulk ? " bulk" : " others") + (x8 ? " x8" : " xfloat"));
+            array gu = astype(random_array({1, 1, 2 * k}, float32, -4, 4), t);
+            array gate = slice(gu, {0, 0, 0}, {1, 1, k}), up = slice(gu, {0, 0, k}, {1, 1, 2 * k});
+            array y = fast::swiglu_quantized_matmul(gate, up, w, array({}), std::nullopt, true, std::nullopt,
+                                                    std::nullopt, mode, g);
+            EXPECT_TRUE(fused(y));
+            array ref = quantized_matmul(multiply(silu(gate, g), up, g), w, array({}), std::nullopt, true,
+                                         std::nullopt, std::nullopt, mode, g);
+            same_bits(y, ref);
+            const int vec = k / (16 / static_cast<int>(size_of(t)));
+            if (vec < 256 || vec > 2048) continue;  // the norm's sizes
+            array x = astype(random_array({1, 1, k}), t), r = astype(random_array({1, 1, k}), t);
+            array wt = astype(nw, t);
+            auto [h, yn] = fast::add_rms_norm_quantized_matmul(x, r, wt, 1e-5f, w, array({}), std::nullopt, true,
+                                                               std::nullopt, std::nullopt, mode, g);
+            EXPECT_TRUE(fused(yn));
+            auto [h_ref, x_ref] = fast::add_rms_norm(x, r, wt, 1e-5f, g);
+            same_bits(h, h_ref);
+            same_bits(yn, quantized_matmul(x_ref, w, array({}), std::nullopt, true, std::nullopt, std::nullopt,
+                                           mode, g));
+          }
+    }
+  }
+  use_bulk_qmv(-1);
+  cpu::set_block_x_int8_override(-1);
+  // Where it does not apply (two rows, q6_k, a norm row of 128 vectors) the ops build the plain graph.
+  array w = detail::block_quantize(random_array({8, 1024}), "q6_k", Device::cpu)[0];
+  array two = astype(random_array({2, 1024}), bfloat16);
+  EXPECT_FALSE(fused(fast::swiglu_quantized_matmul(two, two, w, array({}), std::nullopt, true, std::nullopt,
+                                                   std::nullopt, "q6_k", g)));
+  array w4 = detail::block_quantize(random_array({8, 1024}), "q4_k", Device::cpu)[0];
+  array one = astype(random_array({1, 1024}), bfloat16);
+  EXPECT_FALSE(fused(fast::add_rms_norm_quantized_matmul(one, one, ones({1024}, bfloat16), 1e-5f, w4, array({}),
+                                                         std::nullopt, true, std::nullopt, std::nullopt, "q4_k", g)
+                         .second));
 }
 
 }  // namespace

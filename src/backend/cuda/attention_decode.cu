@@ -59,8 +59,10 @@
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cfloat>
 #include <cstdlib>
+#include <string>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/attention_mma.cuh"
@@ -158,7 +160,11 @@ __device__ void merge_in_cluster(const SdpaParams& p, int splits, float* mine, i
 // Partial layout: [group][split][row][2 + D] (m in log2 units, l, output).
 template <typename T, int D, int S>
 __global__ void __launch_bounds__(kWarps * 32)
-    decode_kernel(SdpaParams p, int splits, int chunk, float* part, bool clustered) {
+    decode_kernel(SdpaParams p, int splits, int chunk, float* part, bool clustered, bool let_next_start) {
+  // Clustered, the kernel after this one is the output projection's QMV,
+  // launched early (programmatic dependent launch): its CTAs may start
+  // fetching their weights now and wait for this kernel's output.
+  if (let_next_start) allow_dependents();
   constexpr int LD = D + 8, BN = kStageKeys, NT = kWarps * 32, VEC = D / 8;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sm = reinterpret_cast<T*>(smem);
@@ -448,7 +454,13 @@ void launch(const SdpaParams& p, int splits, float* part, cudaStream_t s) {
     const char* e = std::getenv("KILN_DECODE_CLUSTER");
     return e ? std::atoi(e) : kClusterKeys;
   }();
-  if (p.kv_len <= cluster_keys) {
+  // KILN_DECODE_PDL=0 (for the lab): clustered kernels do not let the next kernel start early.
+  static const bool let_next_start = [] {
+    const char* e = std::getenv("KILN_DECODE_PDL");
+    return !(e && std::string(e) == "0");
+  }();
+  static std::atomic<bool> cluster_refused{false};  // this device said no once: it will again
+  if (p.kv_len <= cluster_keys && !cluster_refused.load(std::memory_order_relaxed)) {
     const int want = std::min(kClusterSplits, (p.kv_len + kStageKeys - 1) / kStageKeys);
     const int chunk = split_chunk(p, want), n = (p.kv_len + chunk - 1) / chunk;
     cudaLaunchConfig_t cfg = {};
@@ -461,12 +473,15 @@ void launch(const SdpaParams& p, int splits, float* part, cudaStream_t s) {
     attr[0].val.clusterDim.x = n, attr[0].val.clusterDim.y = 1, attr[0].val.clusterDim.z = 1;
     cfg.attrs = attr;
     cfg.numAttrs = 1;
-    if (cudaLaunchKernelEx(&cfg, decode_kernel<T, D, S>, p, n, chunk, part, true) == cudaSuccess) return;
+    if (cudaLaunchKernelEx(&cfg, decode_kernel<T, D, S>, p, n, chunk, part, true, let_next_start) == cudaSuccess) {
+      return;
+    }
     cudaGetLastError();  // refused: split and merge in two kernels
+    cluster_refused.store(true, std::memory_order_relaxed);
   }
   const int chunk = split_chunk(p, splits);
   splits = (p.kv_len + chunk - 1) / chunk;  // no empty split
-  decode_kernel<T, D, S><<<dim3(splits, groups), kWarps * 32, smem, s>>>(p, splits, chunk, part, false);
+  decode_kernel<T, D, S><<<dim3(splits, groups), kWarps * 32, smem, s>>>(p, splits, chunk, part, false, false);
   KILN_CUDA_CHECK_LAUNCH("scaled_dot_product_attention");
   decode_merge<T, D><<<groups * rows, 128, splits * sizeof(float), s>>>(p, splits, part);
 }

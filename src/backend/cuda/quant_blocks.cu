@@ -400,3 +400,56 @@ void BlockQuantizedMatmul::eval_gpu(const std::vector<array>& inputs, array& out
 }
 
 }  // namespace kiln
+
+namespace kiln {
+
+// x computed in the product's prologue (quant_blocks_qmv_i8.cu, XSource);
+// where the bulk kernel does not take it (KILN_QMV_BULK=0, x kept in float,
+// a shape it refuses), one block computes x into a scratch row with the
+// same arithmetic and the ordinary QMV multiplies it.
+void FusedBlockQMV::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
+  const bool norm = kind_ == Kind::add_rms_norm;
+  const char* op = norm ? "add_rms_norm_quantized_matmul" : "swiglu_quantized_matmul";
+  for (array& o : outputs) cuda::allocate(o, op);  // not donated: every CTA reads a and b
+  array& out = outputs.back();
+  const array& wq = inputs.back();
+  const int n = static_cast<int>(wq.shape(0)), k = static_cast<int>(inputs[0].shape(-1));
+  const Dtype t = inputs[0].dtype();
+  const char* a = cuda::row_major_as(inputs[0], t, op, 16);
+  const char* b = cuda::row_major_as(inputs[1], t, op, 16);
+  const char* nw = norm ? cuda::row_major_as(inputs[2], t, op, 16) : nullptr;
+  const auto* w = reinterpret_cast<const uint8_t*>(cuda::row_major_as(wq, uint8, op, 16));
+  const bool w_early = detail::is_row_contiguous(wq.shape(), wq.desc()->strides) &&
+                       reinterpret_cast<const char*>(w) == cuda::in_ptr(wq) && cuda::complete_before_capture(wq);
+  char* h = norm ? cuda::out_ptr(outputs[0]) : nullptr;
+  char* y = cuda::out_ptr(out);
+  cudaStream_t s = cuda::current_stream();
+  cuda::dispatch(t, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_same_v<T, float> || cuda::is_half_v<T>) {
+      cuda::XSource<T> src;
+      src.kind = norm ? cuda::XSource<T>::kAddRmsNorm : cuda::XSource<T>::kSwiglu;
+      src.a = reinterpret_cast<const T*>(a);
+      src.b = reinterpret_cast<const T*>(b);
+      src.w = reinterpret_cast<const T*>(nw);
+      src.h = reinterpret_cast<T*>(h);
+      src.eps = eps_;
+      T* yp = reinterpret_cast<T*>(y);
+      dispatch_format(format_, [&](auto fc) {
+        constexpr BlockFormat F = decltype(fc)::value;
+        if (cpu::block_x_int8() && cuda::launch_qmv_bulk<T>(src, w, yp, n, k, F, w_early, s)) {
+          KILN_CUDA_CHECK_LAUNCH(op);
+          return;
+        }
+        T* x = static_cast<T*>(cuda::scratch(static_cast<size_t>(k) * sizeof(T), op));
+        cuda::launch_x_source<T>(src, k, x, s);
+        KILN_CUDA_CHECK_LAUNCH(op);
+        cuda::launch_qmv<F, T>(x, w, yp, 1, n, k, w_early, s);
+      });
+    } else {
+      throw Error(std::string("[") + op + "] unsupported dtype " + dtype_name(t));
+    }
+  });
+}
+
+}  // namespace kiln

@@ -66,6 +66,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_common.h"
+#include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/quantized_qmv.cuh"
 
 namespace kiln::cuda {
@@ -175,21 +176,11 @@ __device__ __forceinline__ float dot_item(const uint32_t (&w)[NW], const int4* x
   return acc;
 }
 
-// Rounds x's 32 values at src to codes (q) and (d, sum of codes) (ds),
+// Rounds 32 values of x (v) to codes (q) and (d, sum of codes) (ds),
 // exactly as the CPU's round_block (quant_blocks_qmv_int8.cpp): a block
 // with a NaN or an infinity gets d = NaN, one whose 127 / amax overflows
 // (all zero) rounds to zero.
-template <typename T>
-__device__ __forceinline__ void round_x_block(const T* __restrict__ src, uint8_t* q, float2* ds) {
-  constexpr int kPer16 = 16 / sizeof(T);
-  float v[32];
-#pragma unroll
-  for (int c = 0; c < 32 / kPer16; ++c) {
-    const uint4 u = __ldg(reinterpret_cast<const uint4*>(src) + c);
-    const T* e = reinterpret_cast<const T*>(&u);
-#pragma unroll
-    for (int i = 0; i < kPer16; ++i) v[c * kPer16 + i] = static_cast<float>(e[i]);
-  }
+__device__ __forceinline__ void round_x_values(const float (&v)[32], uint8_t* q, float2* ds) {
   float amax = 0.f;
   bool finite = true;
 #pragma unroll
@@ -214,6 +205,102 @@ __device__ __forceinline__ void round_x_block(const T* __restrict__ src, uint8_t
   reinterpret_cast<uint4*>(q)[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
   reinterpret_cast<uint4*>(q)[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
   *ds = make_float2(d, __int_as_float(sum));
+}
+
+// 32 elements of T at src (16-byte aligned) as floats.
+template <typename T>
+__device__ __forceinline__ void load32(const T* __restrict__ src, float (&v)[32]) {
+  constexpr int kPer16 = 16 / sizeof(T);
+#pragma unroll
+  for (int c = 0; c < 32 / kPer16; ++c) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4*>(src) + c);
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int i = 0; i < kPer16; ++i) v[c * kPer16 + i] = static_cast<float>(e[i]);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void round_x_block(const T* __restrict__ src, uint8_t* q, float2* ds) {
+  float v[32];
+  load32(src, v);
+  round_x_values(v, q, ds);
+}
+
+// ---- x computed from the tensors that feed it (XSource, quantized_qmv.cuh) ----
+// Each CTA computes the 32 values of a block of x as it rounds them, with
+// the arithmetic of the kernels it stands for, so that the fused product
+// gives the unfused one's numbers bit for bit: compile's SwiGLU (silu, then
+// the multiply, each rounded to T) and fast_norm.cu's add + RMS norm of one
+// row by a 256-thread block (the same elements per thread, the same order
+// of sums, the same shuffles).
+
+// add_rms_norm's 1 / rms of h = a + b over K elements, by the whole
+// 256-thread block (every thread gets it); `write_h` stores h (rounded to
+// T) to src.h. K / (16 / sizeof(T)) between 256 and 2048 (where
+// fast_norm.cu takes one 256-thread block per row).
+template <typename T>
+__device__ float rms_inverse(const XSource<T>& src, int K, bool write_h) {
+  constexpr int E = 16 / sizeof(T);
+  const int nv = K / E;
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int idx = static_cast<int>(threadIdx.x) + i * 256;
+    if (idx < nv) {
+      const uint4 ua = __ldg(reinterpret_cast<const uint4*>(src.a) + idx);
+      const uint4 ub = __ldg(reinterpret_cast<const uint4*>(src.b) + idx);
+      uint4 uh;
+      const T* ea = reinterpret_cast<const T*>(&ua);
+      const T* eb = reinterpret_cast<const T*>(&ub);
+      T* eh = reinterpret_cast<T*>(&uh);
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        eh[e] = convert<T>(to_compute(ea[e]) + to_compute(eb[e]));
+        const float v = to_compute(eh[e]);
+        s += v * v;
+      }
+      if (write_h) reinterpret_cast<uint4*>(src.h)[idx] = uh;
+    }
+  }
+  __shared__ float part[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) part[warp] = s;
+  __syncthreads();
+  s = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return rsqrtf(s / static_cast<float>(K) + src.eps);
+}
+
+// The 32 values of x from element `first` (inv: rms_inverse's, for kind 2).
+template <typename T>
+__device__ __forceinline__ void x_values(const XSource<T>& src, size_t first, float inv, float (&v)[32]) {
+  if (src.kind == XSource<T>::kPlain) {
+    load32(src.a + first, v);
+    return;
+  }
+  float a[32], b[32];
+  load32(src.a + first, a);
+  load32(src.b + first, b);
+  if (src.kind == XSource<T>::kSwiglu) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+      const float g = to_compute(convert<T>(ko::silu_op::apply(a[i])));
+      v[i] = to_compute(convert<T>(ko::multiply_op::apply(g, b[i])));
+    }
+    return;
+  }
+  float w[32];
+  load32(src.w + first, w);
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const float h = to_compute(convert<T>(a[i] + b[i]));
+    const float n = to_compute(convert<T>(h * inv));
+    v[i] = to_compute(convert<T>(n * w[i]));
+  }
 }
 
 // Lane h of a row takes items h, h + TPR, ...: `rounds` of them per task
@@ -330,7 +417,7 @@ constexpr int kBulkThreads = 256;
 
 template <BlockFormat F, typename T, int TPR>
 __global__ void __launch_bounds__(kBulkThreads, 1)
-    qmv_bulk_kernel(const T* __restrict__ x, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K,
+    qmv_bulk_kernel(const XSource<T> src, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K,
                     int rows_per_chunk, int stages, bool w_early) {
   extern __shared__ __align__(128) uint8_t smem[];
   constexpr int IB = bulk_item_bytes<F>(), NW = IB / 4, G = kBulkThreads / TPR;
@@ -361,9 +448,12 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
   if (threadIdx.x == 0 && !w_early) {
     for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
   }
+  const float inv = src.kind == XSource<T>::kAddRmsNorm ? rms_inverse(src, K, blockIdx.x == 0) : 0.f;
   for (int b = threadIdx.x; b < K / 32; b += kBulkThreads) {
     uint8_t* item = xs + (b / 8) * kXItem;
-    round_x_block(x + static_cast<size_t>(b) * 32, item + (b % 8) * 32, reinterpret_cast<float2*>(item + 256) + b % 8);
+    float v[32];
+    x_values(src, static_cast<size_t>(b) * 32, inv, v);
+    round_x_values(v, item + (b % 8) * 32, reinterpret_cast<float2*>(item + 256) + b % 8);
   }
   __syncthreads();  // also publishes the barriers' initialization
   asm volatile("griddepcontrol.launch_dependents;");
@@ -473,7 +563,7 @@ bool launch_fmt(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, 
 constexpr size_t kChunkTarget = 32 * 1024, kRingBytes = 112 * 1024, kRingMax = 160 * 1024;
 
 template <BlockFormat F, typename T, int TPR>
-bool launch_bulk_tpr(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
+bool launch_bulk_tpr(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
   constexpr int G = kBulkThreads / TPR;
   const size_t row_bytes = static_cast<size_t>(K / 256) * bulk_item_bytes<F>();
   const int sms = std::max(device_sm_count(), 1);
@@ -511,7 +601,7 @@ bool launch_bulk_tpr(const T* x, const uint8_t* w, T* y, int N, int K, bool w_ea
 
 // Lanes per row: enough for one item each (K / 256 items), 8 to 32.
 template <BlockFormat F, typename T>
-bool launch_bulk(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
+bool launch_bulk(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
   const int items = K / 256;
   if (items > 16) return launch_bulk_tpr<F, T, 32>(x, w, y, N, K, w_early, st);
   if (items > 8) return launch_bulk_tpr<F, T, 16>(x, w, y, N, K, w_early, st);
@@ -559,14 +649,51 @@ bool launch_qmv_i8(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat
 void set_qmv_bulk_override(int on) { bulk_override.store(on, std::memory_order_relaxed); }
 
 template <typename T>
-bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st) {
-  if (!bulk_enabled() || device_sm_count() <= 0 || K % 256 != 0 || K / 256 * kXItem > 64 * 1024 ||
-      reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0) {
+bool launch_qmv_bulk(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early,
+                     cudaStream_t st) {
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  if (!bulk_enabled() || device_sm_count() <= 0 || K % 256 != 0 || K / 256 * kXItem > 64 * 1024 || !aligned(w) ||
+      !aligned(x.a) || !aligned(x.b) || !aligned(x.w) || !aligned(x.h)) {
     return false;
   }
+  if (x.kind == XSource<T>::kAddRmsNorm && !x_source_norm_fits<T>(K)) return false;
   return by_format(f, [&](auto fc) { return launch_bulk<decltype(fc)::value, T>(x, w, y, N, K, w_early, st); });
 }
 
+template <typename T>
+bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st) {
+  XSource<T> src;
+  src.a = x;
+  return launch_qmv_bulk<T>(src, w, y, N, K, f, w_early, st);
+}
+
+bool qmv_bulk_enabled() { return bulk_enabled(); }
+
+// One block computes x (and h) into `x` for the products that cannot take
+// the source in their prologue (launch_x_source).
+template <typename T>
+__global__ void __launch_bounds__(256) x_source_kernel(const XSource<T> src, int K, T* __restrict__ x) {
+  const float inv = src.kind == XSource<T>::kAddRmsNorm ? rms_inverse(src, K, true) : 0.f;
+  for (int b = threadIdx.x; b < K / 32; b += 256) {
+    float v[32];
+    x_values(src, static_cast<size_t>(b) * 32, inv, v);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(b) * 32 + i] = static_cast<T>(v[i]);
+  }
+}
+
+template <typename T>
+void launch_x_source(const XSource<T>& src, int K, T* x, cudaStream_t st) {
+  x_source_kernel<T><<<1, 256, 0, st>>>(src, K, x);
+}
+
+#define KILN_QMV_SOURCE(T)                                                                                    \
+  template bool launch_qmv_bulk<T>(const XSource<T>&, const uint8_t*, T*, int, int, BlockFormat, bool, cudaStream_t); \
+  template void launch_x_source<T>(const XSource<T>&, int, T*, cudaStream_t);
+KILN_QMV_SOURCE(float)
+KILN_QMV_SOURCE(__nv_bfloat16)
+KILN_QMV_SOURCE(__half)
+#undef KILN_QMV_SOURCE
 template bool launch_qmv_bulk<float>(const float*, const uint8_t*, float*, int, int, BlockFormat, bool, cudaStream_t);
 template bool launch_qmv_bulk<__nv_bfloat16>(const __nv_bfloat16*, const uint8_t*, __nv_bfloat16*, int, int,
                                              BlockFormat, bool, cudaStream_t);

@@ -140,5 +140,37 @@ bool launch_qmv_i8(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat
 void set_qmv_bulk_override(int on);
 template <typename T>
 bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st);
+// Whether the bulk kernel is on (KILN_QMV_BULK and the tests' override).
+bool qmv_bulk_enabled();
+
+// x of a decode step's product computed from the tensors that feed it
+// (FusedBlockQMV, core/primitives_blocks.h), by each CTA of the bulk kernel
+// as it rounds x: kPlain x = a; kSwiglu x = silu(a) * b; kAddRmsNorm
+// h = a + b (written to h by one CTA), x = rms_norm(h, eps) * w. Every
+// pointer 16-byte aligned, a / b / w / h of K elements.
+template <typename T>
+struct XSource {
+  static constexpr int kPlain = 0, kSwiglu = 1, kAddRmsNorm = 2;
+  int kind = kPlain;
+  const T* a = nullptr;
+  const T* b = nullptr;
+  const T* w = nullptr;
+  T* h = nullptr;
+  float eps = 0.f;
+};
+// The norm's sums are fast_norm.cu's for rows of 256 to 2048 16-byte
+// vectors (one 256-thread block a row): the sizes kAddRmsNorm takes.
+template <typename T>
+constexpr bool x_source_norm_fits(int64_t K) {
+  return K % (16 / sizeof(T)) == 0 && K / (16 / sizeof(T)) >= 256 && K / (16 / sizeof(T)) <= 2048;
+}
+// The bulk kernel on x computed from `x`; false where it does not apply
+// (as above, or the norm's K outside x_source_norm_fits).
+template <typename T>
+bool launch_qmv_bulk(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early,
+                     cudaStream_t st);
+// x (and h) into x [K] by one block, the same numbers (for the other kernels).
+template <typename T>
+void launch_x_source(const XSource<T>& src, int K, T* x, cudaStream_t st);
 
 }  // namespace kiln::cuda
