@@ -2,6 +2,7 @@
 // forward pass of Llama / Qwen 2 / Qwen 3 (mlx-lm's llama.py, qwen2.py,
 // qwen3.py), random models and the Hugging Face directory loader.
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -379,13 +380,15 @@ std::pair<array, array> Model::norm_product(const array& h, const std::optional<
 }
 
 std::tuple<array, array, array> Model::project_qkv(const Layer& l, array& h, const std::optional<array>& delta,
-                                                   const array& offset) const {
+                                                   const array& offset, bool rotate) const {
   const ModelConfig& c = config_;
   const int B = h.shape(0), T = h.shape(1), hd = c.resolved_head_dim();
   const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
   const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
   auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
-  auto rope = [&](const array& x) { return fast::rope(x, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_); };
+  auto rope = [&](const array& x) {
+    return rotate ? fast::rope(x, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_) : x;
+  };
   const int nq = c.num_heads * hd, nk = c.num_kv_heads * hd;
   if (l.qkv && !l.q_norm) {
     // Stacked: the query and key heads are rotated in one pass, then split.
@@ -410,9 +413,16 @@ std::tuple<array, array, array> Model::project_qkv(const Layer& l, array& h, con
 std::pair<array, array> Model::finish_layer(const Layer& l, const array& h, const array& attention) const {
   const int B = h.shape(0), T = h.shape(1), n = attention.shape(1) * attention.shape(3);
   const array o = l.o(reshape(transpose(attention, {0, 2, 1, 3}), {B, T, n}));
-  // One token on GGUF blocks: SwiGLU computed by the down product's kernel.
+  // KILN_FUSED_SWIGLU=1 (a lab switch): one token on GGUF blocks has SwiGLU
+  // computed by the down product's kernel. Off: every CTA of that product
+  // evaluates all of silu's K exponentials and divisions (see
+  // docs/performance.md, session 33), where the separate kernel shares them.
+  static const bool fused_swiglu = [] {
+    const char* e = std::getenv("KILN_FUSED_SWIGLU");
+    return e && std::string(e) == "1";
+  }();
   auto down = [&](const array& gate, const array& up) {
-    if (B * T == 1 && l.down.mode != "none" && l.down.mode != "affine" && !l.down.bias) {
+    if (fused_swiglu && B * T == 1 && l.down.mode != "none" && l.down.mode != "affine" && !l.down.bias) {
       return fast::swiglu_quantized_matmul(gate, up, l.down.weight, array({}), std::nullopt, true, std::nullopt,
                                            std::nullopt, l.down.mode);
     }
@@ -470,7 +480,9 @@ std::vector<array> Model::decode_step(const std::vector<array>& in) const {
                 "layer} (" + std::to_string(2 + 2 * L) + " arrays), got " + std::to_string(in.size()));
   }
   const array& position = in[1];
-  const int capacity = in[2].shape(2);
+  const int capacity = in[2].shape(2), hd = c.resolved_head_dim();
+  const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
+  const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.resolved_head_dim()));
   // Slot j of the buffers holds position j: those after `position` are not written yet.
   const array slots = arange(0, capacity, 1);
@@ -480,9 +492,10 @@ std::vector<array> Model::decode_step(const std::vector<array>& in) const {
   array h = embed(in[0]);
   std::optional<array> delta;
   for (size_t i = 0; i < L; ++i) {
-    auto [q, k, v] = project_qkv(layers_[i], h, delta, position);
-    array keys = slice_update(in[2 + 2 * i], k, position, {2});
-    array values = slice_update(in[3 + 2 * i], v, position, {2});
+    // RoPE and the cache writes in one kernel on the GPU (fast::rope_kv_append).
+    auto [q_raw, k, v] = project_qkv(layers_[i], h, delta, position, false);
+    auto [q, keys, values] = fast::rope_kv_append(q_raw, k, v, in[2 + 2 * i], in[3 + 2 * i], hd, c.rope_traditional,
+                                                  base, rope_scale, position, rope_freqs_);
     const array o = fast::scaled_dot_product_attention(q, keys, values, scale, "array", visible);
     std::tie(h, delta) = finish_layer(layers_[i], h, o);
     out.push_back(keys);

@@ -276,16 +276,16 @@ __device__ float rms_inverse(const XSource<T>& src, int K, bool write_h) {
 }
 
 // The 32 values of x from element `first` (inv: rms_inverse's, for kind 2).
-template <typename T>
+template <int Kind, typename T>
 __device__ __forceinline__ void x_values(const XSource<T>& src, size_t first, float inv, float (&v)[32]) {
-  if (src.kind == XSource<T>::kPlain) {
+  if constexpr (Kind == XSource<T>::kPlain) {
     load32(src.a + first, v);
     return;
   }
   float a[32], b[32];
   load32(src.a + first, a);
   load32(src.b + first, b);
-  if (src.kind == XSource<T>::kSwiglu) {
+  if constexpr (Kind == XSource<T>::kSwiglu) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) {
       const float g = to_compute(convert<T>(ko::silu_op::apply(a[i])));
@@ -293,6 +293,7 @@ __device__ __forceinline__ void x_values(const XSource<T>& src, size_t first, fl
     }
     return;
   }
+  if constexpr (Kind != XSource<T>::kAddRmsNorm) return;
   float w[32];
   load32(src.w + first, w);
 #pragma unroll
@@ -415,7 +416,7 @@ constexpr int bulk_item_bytes() {
 }
 constexpr int kBulkThreads = 256;
 
-template <BlockFormat F, typename T, int TPR>
+template <BlockFormat F, typename T, int TPR, int Kind>
 __global__ void __launch_bounds__(kBulkThreads, 1)
     qmv_bulk_kernel(const XSource<T> src, const uint8_t* __restrict__ w, T* __restrict__ y, int N, int K,
                     int rows_per_chunk, int stages, bool w_early) {
@@ -448,11 +449,12 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
   if (threadIdx.x == 0 && !w_early) {
     for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
   }
-  const float inv = src.kind == XSource<T>::kAddRmsNorm ? rms_inverse(src, K, blockIdx.x == 0) : 0.f;
+  float inv = 0.f;
+  if constexpr (Kind == XSource<T>::kAddRmsNorm) inv = rms_inverse(src, K, blockIdx.x == 0);
   for (int b = threadIdx.x; b < K / 32; b += kBulkThreads) {
     uint8_t* item = xs + (b / 8) * kXItem;
     float v[32];
-    x_values(src, static_cast<size_t>(b) * 32, inv, v);
+    x_values<Kind>(src, static_cast<size_t>(b) * 32, inv, v);
     round_x_values(v, item + (b % 8) * 32, reinterpret_cast<float2*>(item + 256) + b % 8);
   }
   __syncthreads();  // also publishes the barriers' initialization
@@ -562,7 +564,7 @@ bool launch_fmt(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, 
 // in kRingBytes (at least two); one CTA per SM.
 constexpr size_t kChunkTarget = 32 * 1024, kRingBytes = 112 * 1024, kRingMax = 160 * 1024;
 
-template <BlockFormat F, typename T, int TPR>
+template <BlockFormat F, typename T, int TPR, int Kind>
 bool launch_bulk_tpr(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
   constexpr int G = kBulkThreads / TPR;
   const size_t row_bytes = static_cast<size_t>(K / 256) * bulk_item_bytes<F>();
@@ -582,7 +584,7 @@ bool launch_bulk_tpr(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, 
       std::min<size_t>(chunks, std::min(std::max<size_t>(2, kRingBytes / chunk_bytes), kRingMax / chunk_bytes)));
   if (stages < std::min(chunks, 2) || stages < 1) return false;
   const size_t smem = 128 + ((static_cast<size_t>(K / 256) * kXItem + 127) / 128) * 128 + stages * chunk_bytes;
-  auto kernel = qmv_bulk_kernel<F, T, TPR>;
+  auto kernel = qmv_bulk_kernel<F, T, TPR, Kind>;
   if (smem > 227 * 1024) return false;
   static std::mutex mutex;
   static size_t granted = 0;  // the largest dynamic shared memory asked of this kernel so far
@@ -603,9 +605,17 @@ bool launch_bulk_tpr(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, 
 template <BlockFormat F, typename T>
 bool launch_bulk(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, bool w_early, cudaStream_t st) {
   const int items = K / 256;
-  if (items > 16) return launch_bulk_tpr<F, T, 32>(x, w, y, N, K, w_early, st);
-  if (items > 8) return launch_bulk_tpr<F, T, 16>(x, w, y, N, K, w_early, st);
-  return launch_bulk_tpr<F, T, 8>(x, w, y, N, K, w_early, st);
+  auto by_kind = [&](auto tpr) {
+    constexpr int TPR = decltype(tpr)::value;
+    if (x.kind == XSource<T>::kSwiglu) return launch_bulk_tpr<F, T, TPR, XSource<T>::kSwiglu>(x, w, y, N, K, w_early, st);
+    if (x.kind == XSource<T>::kAddRmsNorm) {
+      return launch_bulk_tpr<F, T, TPR, XSource<T>::kAddRmsNorm>(x, w, y, N, K, w_early, st);
+    }
+    return launch_bulk_tpr<F, T, TPR, XSource<T>::kPlain>(x, w, y, N, K, w_early, st);
+  };
+  if (items > 16) return by_kind(std::integral_constant<int, 32>{});
+  if (items > 8) return by_kind(std::integral_constant<int, 16>{});
+  return by_kind(std::integral_constant<int, 8>{});
 }
 
 std::atomic<int> bulk_override{-1};
@@ -671,12 +681,13 @@ bool qmv_bulk_enabled() { return bulk_enabled(); }
 
 // One block computes x (and h) into `x` for the products that cannot take
 // the source in their prologue (launch_x_source).
-template <typename T>
+template <typename T, int Kind>
 __global__ void __launch_bounds__(256) x_source_kernel(const XSource<T> src, int K, T* __restrict__ x) {
-  const float inv = src.kind == XSource<T>::kAddRmsNorm ? rms_inverse(src, K, true) : 0.f;
+  float inv = 0.f;
+  if constexpr (Kind == XSource<T>::kAddRmsNorm) inv = rms_inverse(src, K, true);
   for (int b = threadIdx.x; b < K / 32; b += 256) {
     float v[32];
-    x_values(src, static_cast<size_t>(b) * 32, inv, v);
+    x_values<Kind>(src, static_cast<size_t>(b) * 32, inv, v);
 #pragma unroll
     for (int i = 0; i < 32; ++i) x[static_cast<size_t>(b) * 32 + i] = static_cast<T>(v[i]);
   }
@@ -684,7 +695,9 @@ __global__ void __launch_bounds__(256) x_source_kernel(const XSource<T> src, int
 
 template <typename T>
 void launch_x_source(const XSource<T>& src, int K, T* x, cudaStream_t st) {
-  x_source_kernel<T><<<1, 256, 0, st>>>(src, K, x);
+  if (src.kind == XSource<T>::kSwiglu) x_source_kernel<T, XSource<T>::kSwiglu><<<1, 256, 0, st>>>(src, K, x);
+  else if (src.kind == XSource<T>::kAddRmsNorm) x_source_kernel<T, XSource<T>::kAddRmsNorm><<<1, 256, 0, st>>>(src, K, x);
+  else x_source_kernel<T, XSource<T>::kPlain><<<1, 256, 0, st>>>(src, K, x);
 }
 
 #define KILN_QMV_SOURCE(T)                                                                                    \
