@@ -246,22 +246,6 @@ TEST(FastNorm, AddRmsNormBackwardMatchesFloat64) {
   }
 }
 
-// fast::rope_kv_append on the CPU is its three ops (the fused node is GPU
-// only: tests/cuda/test_cuda_fast.cpp); bad shapes are a kiln::Error.
-TEST(FastNorm, RopeKVAppendIsRopeAndTwoSliceUpdatesOnTheCpu) {
-  array q = random_array({1, 4, 1, 16}), k = random_array({1, 2, 1, 16}), v = random_array({1, 2, 1, 8});
-  array kc = random_array({1, 2, 6, 16}), vc = random_array({1, 2, 6, 8});
-  const array pos = array(3, int32);
-  auto [qr, kn, vn] = fast::rope_kv_append(q, k, v, kc, vc, 16, false, 10000.0f, 1.0f, pos);
-  EXPECT_TRUE(all_close(qr, to_double(fast::rope(q, 16, false, 10000.0f, 1.0f, pos)), 0, 0));
-  EXPECT_TRUE(all_close(kn, to_double(slice_update(kc, fast::rope(k, 16, false, 10000.0f, 1.0f, pos),
-                                                   reshape(pos, {1}), {2})),
-                        0, 0));
-  EXPECT_TRUE(all_close(vn, to_double(slice_update(vc, v, reshape(pos, {1}), {2})), 0, 0));
-  EXPECT_THROW(fast::rope_kv_append(q, k, v, kc, random_array({1, 2, 6}), 16, false, 10000.0f, 1.0f, pos), Error);
-  EXPECT_THROW(fast::rope_kv_append(q, k, v, kc, vc, 16, false, 10000.0f, 1.0f, array({1, 2}, {2})), Error);
-}
-
 TEST(FastNorm, LayerNormLargeMean) {
   array x = add(random_array({4, 1000}, float32), array(3000.0f));
   array y = fast::layer_norm(x, std::nullopt, std::nullopt, 1e-5f);

@@ -80,22 +80,6 @@ array rope(const array& x, int dims, bool traditional, std::optional<float> base
 array rope(const array& x, int dims, bool traditional, std::optional<float> base, float scale, const array& offset,
            const std::optional<array>& freqs = std::nullopt, StreamOrDevice s = {});
 
-// Kiln extension (not in MLX): a decode step's rotary embedding and KV
-// cache append, {rope(q), slice_update(key_cache, rope(k), offset, {2}),
-// slice_update(value_cache, v, offset, {2})} with rope's arguments and the
-// positions offset, offset + 1, ... (offset an integer scalar array; the
-// cache slot is slice_update's: wrapped once if negative, clamped). q
-// [B, Hq, T, D], k [B, Hk, T, D], v [B, Hk, T, Dv], key_cache [B, Hk, S, D],
-// value_cache [B, Hk, S, Dv]. On a GPU stream, for one token (B = T = 1),
-// dims == D and one float dtype throughout, one kernel does all three (the
-// caches updated in place where their buffers can be donated); elsewhere
-// the plain ops run (KILN_FUSED_QMV=0 too). The same numbers as the ops.
-std::tuple<array, array, array> rope_kv_append(const array& q, const array& k, const array& v,
-                                               const array& key_cache, const array& value_cache, int dims,
-                                               bool traditional, std::optional<float> base, float scale,
-                                               const array& offset, const std::optional<array>& freqs = std::nullopt,
-                                               StreamOrDevice s = {});
-
 // ---- attention ----
 
 // softmax(scale * queries @ keys^T + mask) @ values, MLX's signature and

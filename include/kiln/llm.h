@@ -217,9 +217,9 @@ class Model {
                                        const Linear& lin) const;
   // A layer's queries, keys and values [B, heads, T, head_dim] from the
   // residual stream h + delta (h becomes the sum), normed, q/k normed
-  // (Qwen 3) and, with `rotate`, rotated at positions offset, offset + 1, ...
+  // (Qwen 3) and rotated at positions offset, offset + 1, ...
   std::tuple<array, array, array> project_qkv(const Layer& l, array& h, const std::optional<array>& delta,
-                                              const array& offset, bool rotate = true) const;
+                                              const array& offset) const;
   // {h + o_proj(attention [B, H, T, head_dim]), the MLP's output of it}.
   std::pair<array, array> finish_layer(const Layer& l, const array& h, const array& attention) const;
   array logits(const array& h, const std::optional<array>& delta) const;

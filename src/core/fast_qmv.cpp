@@ -142,7 +142,6 @@ std::pair<array, array> add_rms_norm_quantized_matmul(const array& x, const arra
 
 namespace detail {
 void set_fused_qmv_override(int on) { fast::fusion_override.store(on, std::memory_order_relaxed); }
-bool fused_decode_ops_on() { return fast::fusion_on(); }
 }  // namespace detail
 
 void FusedBlockQMV::eval_cpu(const std::vector<array>&, std::vector<array>&) {

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "core/ops_util.h"
-#include "core/primitives.h"
+#include "core/primitives_fast_norm.h"
 #include "kiln/fast.h"
 #include "kiln/ops.h"
 
@@ -113,69 +113,7 @@ array rope(const array& x, int dims, bool traditional, std::optional<float> base
   return rope(x, dims, traditional, base, scale, array(offset, int32), freqs, s);
 }
 
-std::tuple<array, array, array> rope_kv_append(const array& q, const array& k, const array& v,
-                                               const array& key_cache, const array& value_cache, int dims,
-                                               bool traditional, std::optional<float> base, float scale,
-                                               const array& offset, const std::optional<array>& freqs,
-                                               StreamOrDevice s_) {
-  const char* op = "rope_kv_append";
-  Stream s = to_stream(s_);
-  if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4 || key_cache.ndim() != 4 || value_cache.ndim() != 4) {
-    fail(op, "needs q, k, v and the caches 4-d ([B, heads, T or S, D])", {&q, &k, &v, &key_cache, &value_cache});
-  }
-  if (offset.size() != 1) fail(op, "offset must be one integer", {&q, &offset});
-  const bool has_freqs = freqs.has_value();
-  // in: q, k, v, key_cache, value_cache, offset[, freqs]
-  FastFallback fallback = [=](const std::vector<array>& in) {
-    std::optional<array> f;
-    if (has_freqs) f = in[6];
-    const array start = reshape(in[5], {1}, s);
-    return std::vector<array>{rope(in[0], dims, traditional, base, scale, in[5], f, s),
-                              slice_update(in[3], rope(in[1], dims, traditional, base, scale, in[5], f, s), start,
-                                           {2}, s),
-                              slice_update(in[4], in[2], start, {2}, s)};
-  };
-  std::vector<array> in = {q, k, v, key_cache, value_cache, offset};
-  if (freqs) in.push_back(*freqs);
-  const Dtype t = q.dtype();
-  const bool fused = kiln::detail::fused_decode_ops_on() && s.device.type == Device::gpu &&
-                     (t == float32 || t == float16 || t == bfloat16) && k.dtype() == t && v.dtype() == t &&
-                     key_cache.dtype() == t && value_cache.dtype() == t && q.shape(0) == 1 && q.shape(2) == 1 &&
-                     k.shape(0) == 1 && k.shape(2) == 1 && v.shape(0) == 1 && v.shape(2) == 1 &&
-                     dims == q.shape(3) && k.shape(3) == dims && key_cache.shape(3) == dims &&
-                     value_cache.shape(3) == v.shape(3) && key_cache.shape(0) == 1 && value_cache.shape(0) == 1 &&
-                     key_cache.shape(1) == k.shape(1) && value_cache.shape(1) == v.shape(1) &&
-                     k.shape(1) == v.shape(1) && key_cache.shape(2) > 0 && value_cache.shape(2) == key_cache.shape(2) &&
-                     is_integral(offset.dtype()) && offset.dtype() != bool_ && dims % 2 == 0 && dims > 0 &&
-                     (base.has_value() != has_freqs) && (!freqs || (freqs->ndim() == 1 && freqs->shape(0) == dims / 2));
-  auto out = fallback(in);  // the ops' own argument checks (and the result where no kernel applies)
-  if (!fused) return {out[0], out[1], out[2]};
-  in[5] = contiguous(astype(reshape(offset, {}, s), int32, s), s);
-  if (freqs) in[6] = contiguous(astype(*freqs, float32, s), s);
-  auto outs = array::make_arrays({out[0].shape(), out[1].shape(), out[2].shape()}, {t, t, t},
-                                 std::make_shared<RopeKVAppend>(s, std::move(fallback), traditional,
-                                                                base.value_or(1.0f), scale),
-                                 std::move(in));
-  return {outs[0], outs[1], outs[2]};
-}
-
 }  // namespace fast
-
-void RopeKVAppend::eval_cpu(const std::vector<array>&, std::vector<array>&) {
-  // fast::rope_kv_append builds this node for GPU streams only.
-  throw Error(std::string("[") + name() + "] has no CPU kernel (built for GPU streams only)");
-}
-
-bool RopeKVAppend::is_equivalent(const Primitive& o) const {
-  auto* p = dynamic_cast<const RopeKVAppend*>(&o);
-  return p && p->traditional_ == traditional_ && p->base_ == base_ && p->scale_ == scale_;
-}
-
-std::string RopeKVAppend::describe() const {
-  std::ostringstream m;
-  m << "RopeKVAppend(traditional=" << traditional_ << ", base=" << base_ << ", scale=" << scale_ << ")";
-  return m.str();
-}
 
 std::vector<array> RoPE::vjp(const std::vector<array>& primals, const std::vector<array>& cotangents,
                              const std::vector<int>& argnums, const std::vector<array>& outputs) {

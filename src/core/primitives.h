@@ -368,7 +368,7 @@ class StopGradient : public Primitive {
 
 // Primitives with several outputs: they override the vector forms of
 // eval_cpu / eval_gpu (a build without CUDA stubs the GPU one).
-#define KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(X) X(Quantize) X(AddRMSNorm) X(FusedBlockQMV) X(RopeKVAppend)
+#define KILN_FOR_EACH_MULTI_OUTPUT_PRIMITIVE(X) X(Quantize) X(AddRMSNorm) X(FusedBlockQMV)
 
 }  // namespace kiln
 

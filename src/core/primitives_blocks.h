@@ -87,8 +87,6 @@ namespace detail {
 // Tests: 1 builds FusedBlockQMV wherever it applies, 0 never, -1 (the
 // default) as KILN_FUSED_QMV says (src/core/fast_qmv.cpp).
 void set_fused_qmv_override(int on);
-// Whether those ops (and fast::rope_kv_append) build their fused nodes.
-bool fused_decode_ops_on();
 }  // namespace detail
 
 }  // namespace kiln

@@ -80,25 +80,4 @@ class RoPE : public FastPrimitive {
   bool forward_;
 };
 
-// fast::rope_kv_append (GPU streams only). inputs: q, k, v, key_cache,
-// value_cache, offset (int32, one element), [freqs float32 [dims / 2]];
-// outputs: rope(q), the key cache and the value cache with the token's
-// rotated key and value at the offset's slot.
-class RopeKVAppend : public FastPrimitive {
- public:
-  RopeKVAppend(Stream s, FastFallback fallback, bool traditional, float base, float scale)
-      : FastPrimitive(s, std::move(fallback)), traditional_(traditional), base_(base), scale_(scale) {}
-  using Primitive::eval_cpu;
-  using Primitive::eval_gpu;
-  void eval_cpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  void eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) override;
-  const char* name() const override { return "RopeKVAppend"; }
-  bool is_equivalent(const Primitive& o) const override;
-  std::string describe() const override;
-
- private:
-  bool traditional_;
-  float base_, scale_;
-};
-
 }  // namespace kiln

@@ -360,10 +360,19 @@ std::pair<array, array> Model::pre_norm(const array& h, const std::optional<arra
 
 namespace {
 
-// One token on GGUF blocks: the residual add and the norm in the product's
-// kernel (a layer's norms are two of its ~12 GPU kernels per token).
+// KILN_FUSED_NORM=1 (a lab switch): one token on GGUF blocks has the
+// residual add and the norm computed by the product's kernel
+// (fast::add_rms_norm_quantized_matmul). Off: with it (and RoPE with the
+// cache writes in one kernel) the 8B Q4_K decode ran 4.5% slower on an
+// H100 (docs/performance.md, session 33): every CTA of the product waits
+// for its own norm after its weights arrive, where the separate norm
+// kernel ran while the product's CTAs were already fetching them.
 bool fuses_norm(const array& h, const std::optional<array>& delta, const Linear& lin) {
-  return delta && h.ndim() == 3 && h.shape(0) * h.shape(1) == 1 && lin.mode != "none" && lin.mode != "affine" &&
+  static const bool on = [] {
+    const char* e = std::getenv("KILN_FUSED_NORM");
+    return e && std::string(e) == "1";
+  }();
+  return on && delta && h.ndim() == 3 && h.shape(0) * h.shape(1) == 1 && lin.mode != "none" && lin.mode != "affine" &&
          !lin.bias;
 }
 
@@ -380,14 +389,14 @@ std::pair<array, array> Model::norm_product(const array& h, const std::optional<
 }
 
 std::tuple<array, array, array> Model::project_qkv(const Layer& l, array& h, const std::optional<array>& delta,
-                                                   const array& offset, bool rotate) const {
+                                                   const array& offset) const {
   const ModelConfig& c = config_;
   const int B = h.shape(0), T = h.shape(1), hd = c.resolved_head_dim();
   const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
   const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
   auto heads = [&](const array& x, int n) { return transpose(reshape(x, {B, T, n, hd}), {0, 2, 1, 3}); };
   auto rope = [&](const array& x) {
-    return rotate ? fast::rope(x, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_) : x;
+    return fast::rope(x, hd, c.rope_traditional, base, rope_scale, offset, rope_freqs_);
   };
   const int nq = c.num_heads * hd, nk = c.num_kv_heads * hd;
   if (l.qkv && !l.q_norm) {
@@ -480,9 +489,7 @@ std::vector<array> Model::decode_step(const std::vector<array>& in) const {
                 "layer} (" + std::to_string(2 + 2 * L) + " arrays), got " + std::to_string(in.size()));
   }
   const array& position = in[1];
-  const int capacity = in[2].shape(2), hd = c.resolved_head_dim();
-  const float rope_scale = c.rope_scaling.type == "linear" ? 1.0f / c.rope_scaling.factor : 1.0f;
-  const std::optional<float> base = rope_freqs_ ? std::nullopt : std::optional<float>(c.rope_theta);
+  const int capacity = in[2].shape(2);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.resolved_head_dim()));
   // Slot j of the buffers holds position j: those after `position` are not written yet.
   const array slots = arange(0, capacity, 1);
@@ -492,10 +499,9 @@ std::vector<array> Model::decode_step(const std::vector<array>& in) const {
   array h = embed(in[0]);
   std::optional<array> delta;
   for (size_t i = 0; i < L; ++i) {
-    // RoPE and the cache writes in one kernel on the GPU (fast::rope_kv_append).
-    auto [q_raw, k, v] = project_qkv(layers_[i], h, delta, position, false);
-    auto [q, keys, values] = fast::rope_kv_append(q_raw, k, v, in[2 + 2 * i], in[3 + 2 * i], hd, c.rope_traditional,
-                                                  base, rope_scale, position, rope_freqs_);
+    auto [q, k, v] = project_qkv(layers_[i], h, delta, position);
+    array keys = slice_update(in[2 + 2 * i], k, position, {2});
+    array values = slice_update(in[3 + 2 * i], v, position, {2});
     const array o = fast::scaled_dot_product_attention(q, keys, values, scale, "array", visible);
     std::tie(h, delta) = finish_layer(layers_[i], h, o);
     out.push_back(keys);

@@ -230,6 +230,7 @@ TEST_F(GpuBlocks, FusedProloguesGiveTheOpsBitForBit) {
   };
   auto fused = [](const array& y) { return y.has_primitive() && std::string(y.primitive()->name()) == "FusedBlockQMV"; };
   const Device g = Device::gpu;
+  detail::set_fused_qmv_override(1);  // whatever KILN_FUSED_QMV says
   for (std::string mode : {"q4_0", "q8_0", "q4_k"}) {
     for (auto [n, k] : {std::pair{37, 2048}, {6001, 4096}, {45, 14336}}) {
       array w = detail::block_quantize(random_array({n, k}), mode, Device::cpu)[0];
@@ -275,6 +276,7 @@ TEST_F(GpuBlocks, FusedProloguesGiveTheOpsBitForBit) {
   EXPECT_FALSE(fused(fast::add_rms_norm_quantized_matmul(one, one, ones({1024}, bfloat16), 1e-5f, w4, array({}),
                                                          std::nullopt, true, std::nullopt, std::nullopt, "q4_k", g)
                          .second));
+  detail::set_fused_qmv_override(-1);
 }
 
 }  // namespace

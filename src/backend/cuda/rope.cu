@@ -9,12 +9,11 @@
 // features past `dims`. The angle (offset[b] + t) * scale * inv_freq_i is formed in float
 // and sincosf evaluates it with full range reduction: positions reach 10^5,
 // where the fast __sincosf would be off by far more than an ulp.
-#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/kernel_utils.cuh"
 #include "core/ops_util.h"
-#include "core/primitives.h"
+#include "core/primitives_fast_norm.h"
 
 namespace kiln {
 namespace cuda {
@@ -138,112 +137,8 @@ __global__ void rope_vec_kernel(const T* __restrict__ x, T* __restrict__ y, cons
   }
 }
 
-// fast::rope_kv_append for one token: a block per row of q, k or v (heads
-// of one position). q's and k's rows are rotated as rope_kernel rotates a
-// pair (the same expressions, so the same bits); k's rotated row and v's
-// row land in the caches at the offset's slot (slice_update's: a negative
-// one wrapped once, then clamped to [0, slots - 1]).
-template <typename T>
-struct AppendArgs {
-  const T* q;
-  const T* k;
-  const T* v;
-  int64_t q_head, k_head, v_head;  // element strides between heads
-  T* q_out;                        // [hq, d]
-  T* k_cache;                      // [hk, slots, d]
-  T* v_cache;                      // [hk, slots, dv]
-  const int32_t* offset;
-  const float* freqs;
-  int hq, hk, d, dv;
-  int64_t slots;
-  bool traditional;
-  float log2_base, scale;
-};
-
-template <typename T>
-__global__ void rope_append_kernel(const AppendArgs<T> a) {
-  const int row = blockIdx.x;
-  const int64_t pos = a.offset[0];
-  int64_t slot = pos < 0 ? pos + a.slots : pos;
-  slot = slot < 0 ? 0 : (slot > a.slots - 1 ? a.slots - 1 : slot);
-  if (row >= a.hq + a.hk) {
-    const int h = row - a.hq - a.hk;
-    const T* src = a.v + h * a.v_head;
-    T* dst = a.v_cache + (h * a.slots + slot) * a.dv;
-    for (int i = threadIdx.x; i < a.dv; i += blockDim.x) dst[i] = src[i];
-    return;
-  }
-  const bool is_q = row < a.hq;
-  const T* xr = is_q ? a.q + row * a.q_head : a.k + (row - a.hq) * a.k_head;
-  T* yr = is_q ? a.q_out + static_cast<int64_t>(row) * a.d : a.k_cache + ((row - a.hq) * a.slots + slot) * a.d;
-  const int half = a.d / 2;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float inv = a.freqs ? 1.0f / a.freqs[i] : exp2f(-static_cast<float>(i) * (a.log2_base / half));
-    float sn, c;
-    sincosf(static_cast<float>(pos) * a.scale * inv, &sn, &c);
-    const int i1 = a.traditional ? 2 * i : i;
-    const int i2 = a.traditional ? i1 + 1 : i1 + half;
-    const float x1 = to_compute(xr[i1]), x2 = to_compute(xr[i2]);
-    yr[i1] = convert<T>(x1 * c - x2 * sn);
-    yr[i2] = convert<T>(x1 * sn + x2 * c);
-  }
-}
-
 }  // namespace
 }  // namespace cuda
-
-void RopeKVAppend::eval_gpu(const std::vector<array>& inputs, std::vector<array>& outputs) {
-  const char* op = "rope_kv_append";
-  const array &q = inputs[0], &k = inputs[1], &v = inputs[2];
-  cuda::allocate(outputs[0], op);
-  // The caches in place where their buffers can be donated; else copied first.
-  for (int c : {1, 2}) {
-    const array& cache = inputs[2 + c];
-    const auto& d = *cache.desc();
-    if (detail::is_row_contiguous(d.shape, d.strides) && d.offset == 0) cuda::allocate_or_donate(outputs[c], cache, op);
-    else cuda::allocate(outputs[c], op);
-    char* dst = cuda::out_ptr(outputs[c]);
-    if (outputs[c].desc()->buffer != d.buffer) {
-      cuda::copy_strided(cuda::in_ptr(cache), d.dtype, d.shape, d.strides, dst, d.dtype,
-                         outputs[c].desc()->strides, op);
-    }
-  }
-  // Heads: q [1, hq, 1, d] and k, v alike, each head's row contiguous.
-  auto rows = [&](const array& x, int64_t& head_stride) {
-    const auto& d = *x.desc();
-    if (d.strides[3] == 1 || x.shape(3) == 1) {
-      head_stride = d.strides[1];
-      return cuda::in_ptr(x);
-    }
-    head_stride = x.shape(3);
-    return cuda::row_major(x, op);
-  };
-  int64_t qh, kh, vh;
-  const char* pq = rows(q, qh);
-  const char* pk = rows(k, kh);
-  const char* pv = rows(v, vh);
-  const auto* offset = reinterpret_cast<const int32_t*>(cuda::in_ptr(inputs[5]));
-  const auto* freqs = inputs.size() == 7 ? reinterpret_cast<const float*>(cuda::in_ptr(inputs[6])) : nullptr;
-  char* qo = cuda::out_ptr(outputs[0]);
-  char* kc = cuda::out_ptr(outputs[1]);
-  char* vc = cuda::out_ptr(outputs[2]);
-  const int hq = q.shape(1), hk = k.shape(1), d = q.shape(3), dv = v.shape(3);
-  const int block = std::max(32, std::min(256, (std::max(d / 2, dv) + 31) / 32 * 32));
-  cudaStream_t s = cuda::current_stream();
-  cuda::dispatch(q.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (cuda::is_half_v<T> || std::is_same_v<T, float>) {
-      const cuda::AppendArgs<T> a{reinterpret_cast<const T*>(pq), reinterpret_cast<const T*>(pk),
-                                  reinterpret_cast<const T*>(pv), qh, kh, vh, reinterpret_cast<T*>(qo),
-                                  reinterpret_cast<T*>(kc), reinterpret_cast<T*>(vc), offset, freqs, hq, hk, d, dv,
-                                  static_cast<int64_t>(inputs[3].shape(2)), traditional_, std::log2(base_), scale_};
-      cuda::rope_append_kernel<T><<<hq + 2 * hk, block, 0, s>>>(a);
-    } else {
-      throw Error(std::string("[") + op + "] no GPU kernel for " + dtype_name(q.dtype()));
-    }
-  });
-  KILN_CUDA_CHECK_LAUNCH(op);
-}
 
 void RoPE::eval_gpu(const std::vector<array>& inputs, array& out) {
   const array& in = inputs[0];
