@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/block_format.h"
 #include "backend/cpu/quant_blocks_cpu.h"
+#include "core/block_format.h"
 #include "core/quantize_blocks.h"
 #include "kiln/fast.h"
 #include "kiln/ops.h"
@@ -416,23 +416,24 @@ TEST(QuantBlocks, FusedProductsAreTheirOpsOnTheCpu) {
   auto qa = quantize(random_array({9, 512}), 64, 4);
   for (Dtype t : {float32, bfloat16}) {
     array gate = astype(random_array({2, 512}), t), up = astype(random_array({2, 512}), t);
-    array y = fast::swiglu_quantized_matmul(gate, up, wb, array({}), std::nullopt, true, std::nullopt, std::nullopt,
-                                            "q4_k");
+    array y =
+        fast::swiglu_quantized_matmul(gate, up, wb, array({}), std::nullopt, true, std::nullopt, std::nullopt, "q4_k");
     array ref = quantized_matmul(multiply(silu(gate), up), wb, array({}), std::nullopt, true, std::nullopt,
                                  std::nullopt, "q4_k");
     EXPECT_TRUE(test::all_close(y, test::to_double(ref), 0, 0)) << dtype_name(t);
     array ya = fast::swiglu_quantized_matmul(gate, up, qa[0], qa[1], qa[2], true, 64, 4, "affine");
-    EXPECT_TRUE(test::all_close(ya, test::to_double(quantized_matmul(multiply(silu(gate), up), qa[0], qa[1], qa[2],
-                                                                      true, 64, 4, "affine")),
-                                0, 0));
+    EXPECT_TRUE(test::all_close(
+        ya, test::to_double(quantized_matmul(multiply(silu(gate), up), qa[0], qa[1], qa[2], true, 64, 4, "affine")), 0,
+        0));
     array nw = astype(random_array({512}, float32, 0.5, 1.5), t);
     auto [h, yn] = fast::add_rms_norm_quantized_matmul(gate, up, nw, 1e-5f, wb, array({}), std::nullopt, true,
                                                        std::nullopt, std::nullopt, "q4_k");
     auto [h_ref, x_ref] = fast::add_rms_norm(gate, up, nw, 1e-5f);
     EXPECT_TRUE(test::all_close(h, test::to_double(h_ref), 0, 0));
-    EXPECT_TRUE(test::all_close(yn, test::to_double(quantized_matmul(x_ref, wb, array({}), std::nullopt, true,
-                                                                      std::nullopt, std::nullopt, "q4_k")),
-                                0, 0));
+    EXPECT_TRUE(test::all_close(
+        yn,
+        test::to_double(quantized_matmul(x_ref, wb, array({}), std::nullopt, true, std::nullopt, std::nullopt, "q4_k")),
+        0, 0));
   }
   array x = random_array({1, 512}), bad = random_array({1, 256});
   auto throws_naming = [](const char* op, auto&& f) {
@@ -450,8 +451,8 @@ TEST(QuantBlocks, FusedProductsAreTheirOpsOnTheCpu) {
     fast::swiglu_quantized_matmul(x, bad, wb, array({}), std::nullopt, true, std::nullopt, std::nullopt, "q4_k");
   });
   throws_naming("add_rms_norm_quantized_matmul", [&] {
-    fast::add_rms_norm_quantized_matmul(x, x, random_array({7}), 1e-5f, wb, array({}), std::nullopt, true,
-                                        std::nullopt, std::nullopt, "q4_k");
+    fast::add_rms_norm_quantized_matmul(x, x, random_array({7}), 1e-5f, wb, array({}), std::nullopt, true, std::nullopt,
+                                        std::nullopt, "q4_k");
   });
 }
 

@@ -53,14 +53,11 @@ array swiglu_quantized_matmul(const array& gate, const array& up, const array& w
                               const std::optional<array>& biases = std::nullopt, bool transpose = true,
                               std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
                               const std::string& mode = "affine", StreamOrDevice s = {});
-std::pair<array, array> add_rms_norm_quantized_matmul(const array& x, const array& residual,
-                                                      const std::optional<array>& weight, float eps, const array& w,
-                                                      const array& scales,
-                                                      const std::optional<array>& biases = std::nullopt,
-                                                      bool transpose = true,
-                                                      std::optional<int> group_size = std::nullopt,
-                                                      std::optional<int> bits = std::nullopt,
-                                                      const std::string& mode = "affine", StreamOrDevice s = {});
+std::pair<array, array> add_rms_norm_quantized_matmul(
+    const array& x, const array& residual, const std::optional<array>& weight, float eps, const array& w,
+    const array& scales, const std::optional<array>& biases = std::nullopt, bool transpose = true,
+    std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+    const std::string& mode = "affine", StreamOrDevice s = {});
 
 // (x - mean) * rsqrt(var + eps) * weight + bias over the last axis; weight
 // and bias (each optional) have x's last dimension. Output dtype:

@@ -38,10 +38,14 @@ std::optional<BlockFormat> fused_format(const array& a, const array& b, const ar
                                         Stream s) {
   if (!fusion_on() || s.device.type != Device::gpu || !transpose || biases || scales.size() != 0) return std::nullopt;
   BlockFormat f;
-  if (mode == "q4_0") f = BlockFormat::q4_0;
-  else if (mode == "q8_0") f = BlockFormat::q8_0;
-  else if (mode == "q4_k") f = BlockFormat::q4_k;
-  else return std::nullopt;
+  if (mode == "q4_0")
+    f = BlockFormat::q4_0;
+  else if (mode == "q8_0")
+    f = BlockFormat::q8_0;
+  else if (mode == "q4_k")
+    f = BlockFormat::q4_k;
+  else
+    return std::nullopt;
   const Dtype t = a.dtype();
   if ((t != float32 && t != float16 && t != bfloat16) || b.dtype() != t || a.shape() != b.shape() || a.ndim() < 1) {
     return std::nullopt;
@@ -77,22 +81,21 @@ array swiglu_quantized_matmul(const array& gate, const array& up, const array& w
                               const std::optional<array>& biases, bool transpose, std::optional<int> group_size,
                               std::optional<int> bits, const std::string& mode, StreamOrDevice s_) {
   return naming("swiglu_quantized_matmul", [&] {
-  Stream s = to_stream(s_);
-  // in: ..., w (the last input, so that the transformations see it).
-  auto product = [=](const array& x, const array& wq) {
-    return quantized_matmul(x, wq, scales, biases, transpose, group_size, bits, mode, s);
-  };
-  FastFallback fallback = [product, s](const std::vector<array>& in) {
-    return std::vector<array>{product(multiply(silu(in[0], s), in[1], s), in.back())};
-  };
-  const std::optional<BlockFormat> f = fused_format(gate, up, w, scales, biases, transpose, mode, s);
-  if (!f) return fallback({gate, up, w})[0];
-  product(gate, w);  // the product's own argument checks
-  auto outs = array::make_arrays({product_shape(gate, w)}, {gate.dtype()},
-                                 std::make_shared<FusedBlockQMV>(s, std::move(fallback), FusedBlockQMV::Kind::swiglu,
-                                                                 *f, 0.0f),
-                                 {gate, up, w});
-  return outs[0];
+    Stream s = to_stream(s_);
+    // in: ..., w (the last input, so that the transformations see it).
+    auto product = [=](const array& x, const array& wq) {
+      return quantized_matmul(x, wq, scales, biases, transpose, group_size, bits, mode, s);
+    };
+    FastFallback fallback = [product, s](const std::vector<array>& in) {
+      return std::vector<array>{product(multiply(silu(in[0], s), in[1], s), in.back())};
+    };
+    const std::optional<BlockFormat> f = fused_format(gate, up, w, scales, biases, transpose, mode, s);
+    if (!f) return fallback({gate, up, w})[0];
+    product(gate, w);  // the product's own argument checks
+    auto outs = array::make_arrays(
+        {product_shape(gate, w)}, {gate.dtype()},
+        std::make_shared<FusedBlockQMV>(s, std::move(fallback), FusedBlockQMV::Kind::swiglu, *f, 0.0f), {gate, up, w});
+    return outs[0];
   });
 }
 
@@ -103,38 +106,38 @@ std::pair<array, array> add_rms_norm_quantized_matmul(const array& x, const arra
                                                       std::optional<int> bits, const std::string& mode,
                                                       StreamOrDevice s_) {
   return naming("add_rms_norm_quantized_matmul", [&]() -> std::pair<array, array> {
-  Stream s = to_stream(s_);
-  auto product = [=](const array& v, const array& wq) {
-    return quantized_matmul(v, wq, scales, biases, transpose, group_size, bits, mode, s);
-  };
-  const bool has_weight = weight.has_value();
-  FastFallback fallback = [product, has_weight, eps, s](const std::vector<array>& in) {
-    std::optional<array> nw;
-    if (has_weight) nw = in[2];
-    auto [h, y] = add_rms_norm(in[0], in[1], nw, eps, s);
-    return std::vector<array>{h, product(y, in.back())};
-  };
-  std::optional<BlockFormat> f = fused_format(x, residual, w, scales, biases, transpose, mode, s);
-  // The norm's weight of x's dtype and shape [K]; the row within the sizes
-  // whose sums the fused kernel takes as fast_norm.cu does.
-  const int64_t k = x.ndim() ? x.shape(-1) : 0, vec = k / std::max<int64_t>(1, 16 / size_of(x.dtype()));
-  if (!weight || weight->dtype() != x.dtype() || weight->ndim() != 1 || weight->shape(0) != k ||
-      k % (16 / size_of(x.dtype())) != 0 || vec < 256 || vec > 2048) {
-    f = std::nullopt;
-  }
-  if (!f) {
-    std::vector<array> in = {x, residual};
-    if (weight) in.push_back(*weight);
-    in.push_back(w);
-    auto out = fallback(in);
-    return {out[0], out[1]};
-  }
-  product(x, w);  // the product's own argument checks
-  auto outs = array::make_arrays({x.shape(), product_shape(x, w)}, {x.dtype(), x.dtype()},
-                                 std::make_shared<FusedBlockQMV>(s, std::move(fallback),
-                                                                 FusedBlockQMV::Kind::add_rms_norm, *f, eps),
-                                 {x, residual, contiguous(*weight, s), w});
-  return {outs[0], outs[1]};
+    Stream s = to_stream(s_);
+    auto product = [=](const array& v, const array& wq) {
+      return quantized_matmul(v, wq, scales, biases, transpose, group_size, bits, mode, s);
+    };
+    const bool has_weight = weight.has_value();
+    FastFallback fallback = [product, has_weight, eps, s](const std::vector<array>& in) {
+      std::optional<array> nw;
+      if (has_weight) nw = in[2];
+      auto [h, y] = add_rms_norm(in[0], in[1], nw, eps, s);
+      return std::vector<array>{h, product(y, in.back())};
+    };
+    std::optional<BlockFormat> f = fused_format(x, residual, w, scales, biases, transpose, mode, s);
+    // The norm's weight of x's dtype and shape [K]; the row within the sizes
+    // whose sums the fused kernel takes as fast_norm.cu does.
+    const int64_t k = x.ndim() ? x.shape(-1) : 0, vec = k / std::max<int64_t>(1, 16 / size_of(x.dtype()));
+    if (!weight || weight->dtype() != x.dtype() || weight->ndim() != 1 || weight->shape(0) != k ||
+        k % (16 / size_of(x.dtype())) != 0 || vec < 256 || vec > 2048) {
+      f = std::nullopt;
+    }
+    if (!f) {
+      std::vector<array> in = {x, residual};
+      if (weight) in.push_back(*weight);
+      in.push_back(w);
+      auto out = fallback(in);
+      return {out[0], out[1]};
+    }
+    product(x, w);  // the product's own argument checks
+    auto outs = array::make_arrays(
+        {x.shape(), product_shape(x, w)}, {x.dtype(), x.dtype()},
+        std::make_shared<FusedBlockQMV>(s, std::move(fallback), FusedBlockQMV::Kind::add_rms_norm, *f, eps),
+        {x, residual, contiguous(*weight, s), w});
+    return {outs[0], outs[1]};
   });
 }
 
@@ -156,8 +159,7 @@ bool FusedBlockQMV::is_equivalent(const Primitive& o) const {
 
 std::string FusedBlockQMV::describe() const {
   std::ostringstream m;
-  m << "FusedBlockQMV(" << (kind_ == Kind::swiglu ? "swiglu" : "add_rms_norm") << ", "
-    << block_layout(format_).name;
+  m << "FusedBlockQMV(" << (kind_ == Kind::swiglu ? "swiglu" : "add_rms_norm") << ", " << block_layout(format_).name;
   if (kind_ == Kind::add_rms_norm) m << ", eps=" << eps_;
   m << ")";
   return m.str();

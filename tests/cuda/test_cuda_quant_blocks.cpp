@@ -228,7 +228,9 @@ TEST_F(GpuBlocks, FusedProloguesGiveTheOpsBitForBit) {
           << "element " << i << ": " << pa[i] << " vs " << pb[i];
     }
   };
-  auto fused = [](const array& y) { return y.has_primitive() && std::string(y.primitive()->name()) == "FusedBlockQMV"; };
+  auto fused = [](const array& y) {
+    return y.has_primitive() && std::string(y.primitive()->name()) == "FusedBlockQMV";
+  };
   const Device g = Device::gpu;
   detail::set_fused_qmv_override(1);  // whatever KILN_FUSED_QMV says
   for (std::string mode : {"q4_0", "q8_0", "q4_k"}) {
@@ -247,8 +249,8 @@ TEST_F(GpuBlocks, FusedProloguesGiveTheOpsBitForBit) {
             array y = fast::swiglu_quantized_matmul(gate, up, w, array({}), std::nullopt, true, std::nullopt,
                                                     std::nullopt, mode, g);
             EXPECT_TRUE(fused(y));
-            array ref = quantized_matmul(multiply(silu(gate, g), up, g), w, array({}), std::nullopt, true,
-                                         std::nullopt, std::nullopt, mode, g);
+            array ref = quantized_matmul(multiply(silu(gate, g), up, g), w, array({}), std::nullopt, true, std::nullopt,
+                                         std::nullopt, mode, g);
             same_bits(y, ref);
             const int vec = k / (16 / static_cast<int>(size_of(t)));
             if (vec < 256 || vec > 2048) continue;  // the norm's sizes
@@ -259,8 +261,8 @@ TEST_F(GpuBlocks, FusedProloguesGiveTheOpsBitForBit) {
             EXPECT_TRUE(fused(yn));
             auto [h_ref, x_ref] = fast::add_rms_norm(x, r, wt, 1e-5f, g);
             same_bits(h, h_ref);
-            same_bits(yn, quantized_matmul(x_ref, w, array({}), std::nullopt, true, std::nullopt, std::nullopt,
-                                           mode, g));
+            same_bits(yn,
+                      quantized_matmul(x_ref, w, array({}), std::nullopt, true, std::nullopt, std::nullopt, mode, g));
           }
     }
   }

@@ -607,7 +607,8 @@ bool launch_bulk(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, bool
   const int items = K / 256;
   auto by_kind = [&](auto tpr) {
     constexpr int TPR = decltype(tpr)::value;
-    if (x.kind == XSource<T>::kSwiglu) return launch_bulk_tpr<F, T, TPR, XSource<T>::kSwiglu>(x, w, y, N, K, w_early, st);
+    if (x.kind == XSource<T>::kSwiglu)
+      return launch_bulk_tpr<F, T, TPR, XSource<T>::kSwiglu>(x, w, y, N, K, w_early, st);
     if (x.kind == XSource<T>::kAddRmsNorm) {
       return launch_bulk_tpr<F, T, TPR, XSource<T>::kAddRmsNorm>(x, w, y, N, K, w_early, st);
     }
@@ -695,12 +696,15 @@ __global__ void __launch_bounds__(256) x_source_kernel(const XSource<T> src, int
 
 template <typename T>
 void launch_x_source(const XSource<T>& src, int K, T* x, cudaStream_t st) {
-  if (src.kind == XSource<T>::kSwiglu) x_source_kernel<T, XSource<T>::kSwiglu><<<1, 256, 0, st>>>(src, K, x);
-  else if (src.kind == XSource<T>::kAddRmsNorm) x_source_kernel<T, XSource<T>::kAddRmsNorm><<<1, 256, 0, st>>>(src, K, x);
-  else x_source_kernel<T, XSource<T>::kPlain><<<1, 256, 0, st>>>(src, K, x);
+  if (src.kind == XSource<T>::kSwiglu)
+    x_source_kernel<T, XSource<T>::kSwiglu><<<1, 256, 0, st>>>(src, K, x);
+  else if (src.kind == XSource<T>::kAddRmsNorm)
+    x_source_kernel<T, XSource<T>::kAddRmsNorm><<<1, 256, 0, st>>>(src, K, x);
+  else
+    x_source_kernel<T, XSource<T>::kPlain><<<1, 256, 0, st>>>(src, K, x);
 }
 
-#define KILN_QMV_SOURCE(T)                                                                                    \
+#define KILN_QMV_SOURCE(T)                                                                                            \
   template bool launch_qmv_bulk<T>(const XSource<T>&, const uint8_t*, T*, int, int, BlockFormat, bool, cudaStream_t); \
   template void launch_x_source<T>(const XSource<T>&, int, T*, cudaStream_t);
 KILN_QMV_SOURCE(float)
