@@ -211,8 +211,9 @@ class Model {
   // output, not added yet), so that each add runs in one kernel with the
   // norm after it (fast::add_rms_norm). Returns {h + delta, rms_norm of it}.
   std::pair<array, array> pre_norm(const array& h, const std::optional<array>& delta, const array& weight) const;
-  // {h + delta, lin(rms_norm of it)}: for one token on block-quantized
-  // weights the norm runs inside the product (fast::add_rms_norm_quantized_matmul).
+  // {h + delta, lin(rms_norm of it)}; with the lab switch KILN_FUSED_NORM=1,
+  // for one token on block-quantized weights, the norm runs inside the
+  // product (fast::add_rms_norm_quantized_matmul; off by default: slower).
   std::pair<array, array> norm_product(const array& h, const std::optional<array>& delta, const array& weight,
                                        const Linear& lin) const;
   // A layer's queries, keys and values [B, heads, T, head_dim] from the
