@@ -362,9 +362,8 @@ namespace {
 
 // KILN_FUSED_NORM=1 (a lab switch): one token on GGUF blocks has the
 // residual add and the norm computed by the product's kernel
-// (fast::add_rms_norm_quantized_matmul). Off: with it (and RoPE with the
-// cache writes in one kernel) the 8B Q4_K decode ran 4.5% slower on an
-// H100 (docs/performance.md, session 33): every CTA of the product waits
+// (fast::add_rms_norm_quantized_matmul). Off: with it the 8B Q4_K decode
+// ran 5% slower on an H100 (docs/performance.md, session 33): every CTA of the product waits
 // for its own norm after its weights arrive, where the separate norm
 // kernel ran while the product's CTAs were already fetching them.
 bool fuses_norm(const array& h, const std::optional<array>& delta, const Linear& lin) {
