@@ -79,6 +79,8 @@ double expected_bytes(const json& row) {
   // add_gelu_fused, and the same row forced to each compile backend.
   if (name == "add" || name.rfind("add_gelu_fused", 0) == 0) return 3 * item * product(s);
   if (name == "add_gelu_two_ops") return 5 * item * product(s);
+  // HOST chains [ops, n]: the vector read once and the result written once.
+  if (name == "chain_eager" || name == "chain_compiled") return 2 * item * s[1].get<double>();
   // Attention: prefill [1, H, S, D] reads q, k, v and writes the output;
   // decode [Hq, Hkv, kv, D] reads K and V once (plus q and the output).
   if (name == "sdpa_prefill" || name == "sdpa_prefill_causal") return 4 * item * product(s);
@@ -138,6 +140,7 @@ std::optional<double> expected_flops(const json& row) {
   const std::string name = row["name"];
   const json& s = row["shape"];
   if (name == "copy" || name == "transpose" || name == "concatenate") return 0.0;
+  if (name == "chain_eager" || name == "chain_compiled") return product(s);  // one flop per element per op
   if (name == "add") return product(s);
   if (name == "row_sum" || name == "row_max" || name == "col_sum" || name == "broadcast_add" ||
       name == "row_sum_cpu_kernel")

@@ -142,6 +142,55 @@ TEST(Concurrency, AsyncEvalBlocksWhenTheStreamQueueIsFull) {
   EXPECT_FLOAT_EQ(held.item<float>(), 1.0f);
 }
 
+// Notes the thread that ran it.
+class WhichThread : public Primitive {
+ public:
+  WhichThread(Stream s, std::shared_ptr<std::thread::id> ran_on) : Primitive(s), ran_on_(std::move(ran_on)) {}
+  void eval_cpu(const std::vector<array>&, array& out) override {
+    *ran_on_ = std::this_thread::get_id();
+    detail::allocate(out, "which_thread");
+    *reinterpret_cast<float*>(detail::data_ptr(out)) = 2.0f;
+  }
+  void eval_gpu(const std::vector<array>&, array&) override { throw Error("[which_thread] cpu only"); }
+  const char* name() const override { return "WhichThread"; }
+
+ private:
+  std::shared_ptr<std::thread::id> ran_on_;
+};
+
+// A synchronous eval on an idle CPU stream runs on the caller's thread; one
+// on a stream with work queued or running waits its turn on the worker, so
+// the stream's order holds either way.
+TEST(Concurrency, EvalRunsOnTheCallerOnlyWhenItsStreamIsIdle) {
+  Stream s = new_stream(Device::cpu);
+  auto ran_on = std::make_shared<std::thread::id>();
+  array a(Shape{}, float32, std::make_shared<WhichThread>(s, ran_on), {});
+  array y = add(a, array(1.0f), s);
+  eval(y);
+  EXPECT_EQ(*ran_on, std::this_thread::get_id());
+  EXPECT_FLOAT_EQ(y.item<float>(), 3.0f);
+
+  auto open = std::make_shared<std::atomic<bool>>(false);
+  array held(Shape{}, float32, std::make_shared<Hold>(s, open), {});
+  async_eval(held);
+  std::atomic<bool> done{false};
+  array b(Shape{}, float32, std::make_shared<WhichThread>(s, ran_on), {});
+  std::thread::id waiter_id;
+  std::thread waiter([&] {
+    waiter_id = std::this_thread::get_id();
+    eval(b);
+    done = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  EXPECT_FALSE(done.load());  // queued behind the held batch, not run beside it
+  open->store(true);
+  waiter.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_NE(*ran_on, waiter_id);  // the stream's worker ran it
+  EXPECT_FLOAT_EQ(b.item<float>(), 2.0f);
+  EXPECT_FLOAT_EQ(held.item<float>(), 1.0f);
+}
+
 // A single eval larger than the queue bound still runs (it is never split).
 TEST(Concurrency, OneGraphLargerThanTheQueueBoundEvaluates) {
   array y = array(0.0f);

@@ -167,6 +167,8 @@ DRILLS = {
                     lambda x, z: mx.concatenate([x, z], axis=1)),
     "row_sum": (_one(), lambda x: mx.sum(x, axis=-1)),
     "row_sum_cpu_kernel": (_one(), lambda x: mx.sum(x, axis=-1)),
+    "add_gelu_fused_cuda_kernel": (_two(lambda s: s, lambda s: s), _add_gelu_compiled),
+    "row_sum_cuda_kernel": (_one(), lambda x: mx.sum(x, axis=-1)),
     "row_max": (_one(), lambda x: mx.max(x, axis=-1)),
     "col_sum": (_one(), lambda x: mx.sum(x, axis=0)),
     "sum_all": (_one(), lambda x: mx.sum(x)),

@@ -6,7 +6,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
 
+#include "core/object_pool.h"
 #include "kiln/error.h"
 #include "kiln/memory.h"
 
@@ -43,14 +45,25 @@ class CachingAllocator {
   void* allocate(Side side, size_t requested, const char* op) {
     size_t bytes = allocator::size_class(requested);
     std::unique_lock lock(mutex_);
-    auto& cache = cache_[side];
-    auto it = cache.find(bytes);
-    if (it != cache.end()) {
-      void* p = it->second;
-      cache.erase(it);
-      cache_bytes_ -= bytes;
-      note_active(bytes);
-      return p;
+    if (bytes <= kSmallMax) {
+      auto& list = small_[side][bytes / kGranule - 1];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        cache_bytes_ -= bytes;
+        note_active(bytes);
+        return p;
+      }
+    } else {
+      auto& cache = cache_[side];
+      auto it = cache.find(bytes);
+      if (it != cache.end()) {
+        void* p = it->second;
+        cache.erase(it);
+        cache_bytes_ -= bytes;
+        note_active(bytes);
+        return p;
+      }
     }
     if (active_ + cache_bytes_ + bytes > limit_) drop_cache();
     if (active_ + bytes > limit_) {
@@ -84,7 +97,11 @@ class CachingAllocator {
     std::lock_guard lock(mutex_);
     active_ -= bytes;
     if (active_ + cache_bytes_ + bytes <= limit_ && cache_bytes_ + bytes <= cache_limit_ && bytes <= kMaxCachedBlock) {
-      cache_[side].emplace(bytes, p);
+      if (bytes <= kSmallMax) {
+        small_[side][bytes / kGranule - 1].push_back(p);
+      } else {
+        cache_[side].emplace(bytes, p);
+      }
       cache_bytes_ += bytes;
     } else {
       raw_free(side, p);
@@ -157,13 +174,23 @@ class CachingAllocator {
       cache_bytes_ -= size;
     }
     cache_[side].clear();
+    for (size_t c = 0; c < kSmallClasses; ++c) {
+      for (void* p : small_[side][c]) raw_free(side, p);
+      cache_bytes_ -= small_[side][c].size() * (c + 1) * kGranule;
+      small_[side][c].clear();
+    }
   }
   void drop_cache() {
     drop_cache_side(kHostSide);
     drop_cache_side(kDeviceSide);
   }
 
+  // Blocks up to 4 KiB (size classes of 64 bytes) wait in one free list per
+  // class: a small array's buffer (a scalar, a decode step's vector) is
+  // taken and given back with no node of a map allocated or freed.
+  static constexpr size_t kGranule = 64, kSmallMax = 4096, kSmallClasses = kSmallMax / kGranule;
   std::mutex mutex_;
+  std::vector<void*> small_[2][kSmallClasses];
   std::multimap<size_t, void*> cache_[2];
   size_t cache_bytes_ = 0;
   size_t active_ = 0;
@@ -205,11 +232,19 @@ void* allocator::device_alloc(size_t bytes, const char* op) {
 
 std::shared_ptr<Buffer> allocator::malloc(size_t bytes, const char* op) {
   void* p = host_alloc(bytes, op);
-  return std::make_shared<Buffer>(p, bytes);
+  return detail::make_pooled<Buffer>(p, bytes);
 }
 std::shared_ptr<Buffer> allocator::malloc_device(size_t bytes, const char* op) {
   void* p = device_alloc(bytes, op);
-  return std::make_shared<Buffer>(Buffer::DeviceTag{}, p, bytes);
+  return detail::make_pooled<Buffer>(Buffer::DeviceTag{}, p, bytes);
+}
+
+bool detail::object_pool_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_OBJECT_POOL");
+    return !(v && v[0] == '0');
+  }();
+  return on;
 }
 
 size_t set_cache_limit(size_t limit) { return CachingAllocator::instance().set_cache_limit(limit); }

@@ -3,6 +3,7 @@
 
 #include "core/array_desc.h"
 #include "core/host_cast.h"
+#include "core/object_pool.h"
 #include "core/ops_util.h"
 #include "core/primitive.h"
 
@@ -52,7 +53,7 @@ ArrayDesc::~ArrayDesc() {
 }
 
 array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std::vector<array> inputs)
-    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(detail::make_pooled<ArrayDesc>(std::move(shape), dtype)) {
   // The fp8 dtypes are storage types: only the primitives that move or cast
   // bytes (and scaled_matmul) take them (Primitive::accepts_fp8).
   if (primitive && !primitive->accepts_fp8()) {
@@ -71,7 +72,7 @@ array::array(Shape shape, Dtype dtype, std::shared_ptr<Primitive> primitive, std
 }
 
 array::array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype)
-    : desc_(std::make_shared<ArrayDesc>(std::move(shape), dtype)) {
+    : desc_(detail::make_pooled<ArrayDesc>(std::move(shape), dtype)) {
   for (int d : desc_->shape) {
     if (d < 0) throw Error("[array] negative dimension in shape " + format_shape(desc_->shape));
   }
@@ -84,7 +85,7 @@ array::array(const void* data, Dtype src_dtype, Shape shape, Dtype dtype)
 namespace {
 std::shared_ptr<ArrayDesc> wrap_external(void* data, Shape shape, Dtype dtype, std::function<void(void*)> deleter,
                                          bool read_only) {
-  auto d = std::make_shared<ArrayDesc>(std::move(shape), dtype);
+  auto d = detail::make_pooled<ArrayDesc>(std::move(shape), dtype);
   for (int n : d->shape) {
     if (n < 0) throw Error("[array] negative dimension in shape " + format_shape(d->shape));
   }

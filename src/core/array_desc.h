@@ -47,6 +47,9 @@ struct ArrayDesc {
   // vmap, checkpoint): its primitive and inputs are kept after it runs so
   // that the transformation can still walk the graph.
   bool keep_graph = false;
+  // The last of schedule's graph walks that reached this node (a walk's
+  // "seen" mark without a set; read and written under schedule's mutex).
+  uint64_t walk_mark = 0;
 
   std::atomic<int> status{static_cast<int>(Status::unscheduled)};
   std::string error;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/object_pool.h"
 #include "core/primitive.h"
 #include "kiln/array.h"
 
@@ -29,7 +30,7 @@ std::vector<int> normalize_axes(const std::vector<int>& axes, int ndim, const ch
 
 template <typename P, typename... Args>
 array make_node(Shape shape, Dtype dtype, std::vector<array> inputs, Stream s, Args&&... args) {
-  return array(std::move(shape), dtype, std::make_shared<P>(s, std::forward<Args>(args)...), std::move(inputs));
+  return array(std::move(shape), dtype, detail::make_pooled<P>(s, std::forward<Args>(args)...), std::move(inputs));
 }
 
 int64_t shape_size(const Shape& shape);

@@ -3,6 +3,9 @@
 // the tape is handed to the stream workers in order, and each node drops its
 // inputs as soon as it is computed so intermediates are freed as the tape
 // advances.
+#include "core/scheduler.h"
+
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -10,12 +13,11 @@
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <unordered_set>
 
 #include "core/array_desc.h"
+#include "core/object_pool.h"
 #include "core/ops_util.h"
 #include "core/primitive.h"
-#include "core/scheduler.h"
 #include "core/transform_util.h"
 
 namespace kiln {
@@ -76,6 +78,35 @@ class StreamWorker {
     idle_cv_.wait(lock, [this] { return pending_ == 0; });
   }
 
+  // A synchronous eval whose whole tape is one run on this (CPU) stream
+  // runs it on the calling thread when nothing is queued or running here:
+  // no hand-off to the worker, and a node's memory is freed by the thread
+  // that allocated it, which the C library's per-thread caches serve far
+  // faster than frees from another thread (half of a chain of small ops'
+  // host time went to malloc and free). The stream stays taken meanwhile,
+  // so batches submitted later queue behind this one, as they would behind
+  // a batch on the worker.
+  bool try_take_inline(int64_t count) {
+    std::lock_guard lock(mutex_);
+    if (!queue_.empty() || executing_) return false;
+    executing_ = true;
+    pending_ += count;
+    return true;
+  }
+  void end_inline(int64_t count) {
+    {
+      std::lock_guard lock(mutex_);
+      executing_ = false;
+      pending_ -= count;
+      if (!queue_.empty() && !running_) {
+        running_ = true;
+        std::thread([this] { run(); }).detach();
+      }
+    }
+    cv_.notify_one();
+    idle_cv_.notify_all();
+  }
+
  private:
   struct Batch {
     std::vector<array> nodes;
@@ -87,10 +118,12 @@ class StreamWorker {
       Batch batch;
       {
         std::unique_lock lock(mutex_);
-        if (!cv_.wait_for(lock, kStreamIdleTimeout, [this] { return !queue_.empty(); })) {
-          running_ = false;  // the thread ends; the next submit starts another
+        if (!cv_.wait_for(lock, kStreamIdleTimeout, [this] { return !queue_.empty() && !executing_; })) {
+          if (!queue_.empty()) continue;  // behind a batch run inline: keep waiting
+          running_ = false;               // the thread ends; the next submit starts another
           return;
         }
+        executing_ = true;
         batch = std::move(queue_.front());
         queue_.pop_front();
         queued_nodes_ -= static_cast<int64_t>(batch.nodes.size());
@@ -101,8 +134,9 @@ class StreamWorker {
       if (stream_.device.type == Device::gpu) {
         gpu_evaluate_batch(batch.nodes, stream_);
       } else {
+        std::vector<array> scratch;
         for (auto& node : batch.nodes) {
-          evaluate_node(node, stream_);
+          evaluate_node(node, stream_, &scratch);
           // Drop each handle as soon as it is computed, so that the batch
           // does not keep every node of a long chain alive.
           detail::release(node);
@@ -115,6 +149,7 @@ class StreamWorker {
       // counts read after eval would race with this thread).
       batch.nodes.clear();
       std::lock_guard lock(mutex_);
+      executing_ = false;
       pending_ -= count;
       ++finished_;  // batches finish in submission order (one thread)
       idle_cv_.notify_all();
@@ -131,6 +166,7 @@ class StreamWorker {
   int64_t queued_nodes_ = 0;  // in queue_ (not started)
   size_t queued_bytes_ = 0;   // outputs of the nodes in queue_
   bool running_ = false;      // a thread serves the queue
+  bool executing_ = false;    // a batch is being run (by the worker or inline)
 };
 
 class Scheduler {
@@ -222,15 +258,19 @@ bool needs_run(const array& a) {
 // Post-order of the unscheduled part of the graph, without recursion. The
 // siblings of a multi-output node are one task: the first one reached
 // stands for all of them.
+// Called under schedule's mutex: the walk's marks and its stack (kept, so
+// that a long chain does not reallocate it on every eval) are not shared.
 std::vector<array> build_tape(const std::vector<array>& outputs) {
+  static uint64_t last_walk = 0;
+  const uint64_t walk = ++last_walk;
   std::vector<array> tape;
-  std::unordered_set<const ArrayDesc*> seen;
-  auto visit = [&seen](const array& a) {
-    if (seen.count(a.desc().get()) || !needs_run(a)) return false;
-    seen.insert(a.desc().get());
-    if (const auto& sib = a.desc()->siblings) {
+  auto visit = [walk](const array& a) {
+    ArrayDesc& d = *a.desc();
+    if (d.walk_mark == walk || !needs_run(a)) return false;
+    d.walk_mark = walk;
+    if (const auto& sib = d.siblings) {
       for (const auto& w : sib->descs) {
-        if (auto d = w.lock()) seen.insert(d.get());
+        if (auto s = w.lock()) s->walk_mark = walk;
       }
     }
     return true;
@@ -239,7 +279,8 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
     array node;
     size_t next_input;
   };
-  std::vector<Frame> stack;
+  static std::vector<Frame> stack;
+  stack.clear();
   for (const auto& out : outputs) {
     if (!visit(out)) continue;
     stack.push_back({out, 0});
@@ -269,13 +310,41 @@ void mark_scheduled(ArrayDesc& d, bool keep_graph) {
   }
 }
 
-// Returns, per batch submitted, its worker and ticket.
-std::vector<std::pair<StreamWorker*, uint64_t>> schedule(const std::vector<array>& outputs) {
+// What schedule handed over: per batch submitted, its worker and ticket;
+// and a run the caller executes itself (see try_take_inline).
+struct Scheduled {
+  std::vector<std::pair<StreamWorker*, uint64_t>> tickets;
+  StreamWorker* inline_worker = nullptr;
+  std::vector<array> inline_run;
+};
+
+// A tape of one CPU stream only (the common synchronous eval).
+bool one_cpu_stream(const std::vector<array>& tape) {
+  if (tape.empty()) return false;
+  const Stream s = tape[0].desc()->primitive->stream();
+  if (s.device.type != Device::cpu) return false;
+  for (const auto& n : tape) {
+    if (!(n.desc()->primitive->stream() == s)) return false;
+  }
+  return true;
+}
+
+Scheduled schedule(const std::vector<array>& outputs, bool may_run_inline) {
   auto& sched = Scheduler::instance();
   std::lock_guard lock(sched.schedule_mutex());
   std::vector<array> tape = build_tape(outputs);
-  std::vector<std::pair<StreamWorker*, uint64_t>> tickets;
+  Scheduled out;
+  auto& tickets = out.tickets;
   const bool keep_graph = tl_keep_graph > 0;
+  if (may_run_inline && one_cpu_stream(tape)) {
+    StreamWorker& worker = sched.worker(tape[0].desc()->primitive->stream());
+    if (worker.try_take_inline(static_cast<int64_t>(tape.size()))) {
+      for (auto& n : tape) mark_scheduled(*n.desc(), keep_graph);
+      out.inline_worker = &worker;
+      out.inline_run = std::move(tape);
+      return out;
+    }
+  }
   // Hand the tape over in runs of consecutive nodes of one stream.
   size_t i = 0;
   while (i < tape.size()) {
@@ -289,7 +358,23 @@ std::vector<std::pair<StreamWorker*, uint64_t>> schedule(const std::vector<array
     }
     tickets.emplace_back(&worker, worker.submit(std::move(run)));
   }
-  return tickets;
+  return out;
+}
+
+// Runs the tape schedule left to the caller, then gives the stream back.
+void run_inline(Scheduled& sch) {
+  struct GiveBack {
+    StreamWorker* worker;
+    int64_t count;
+    ~GiveBack() { worker->end_inline(count); }
+  } give_back{sch.inline_worker, static_cast<int64_t>(sch.inline_run.size())};
+  const Stream stream = sch.inline_run[0].desc()->primitive->stream();
+  std::vector<array> scratch;
+  for (auto& node : sch.inline_run) {
+    evaluate_node(node, stream, &scratch);
+    detail::release(node);
+  }
+  sch.inline_run.clear();
 }
 
 void check_handles(const std::vector<array>& outputs, const char* op) {
@@ -315,9 +400,9 @@ std::string node_outcome(const ArrayDesc& d) {
   }
 }
 
-bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch) {
+bool wait_for_inputs(ArrayDesc& d, const std::vector<const ArrayDesc*>* same_batch) {
   for (const auto& in : d.inputs) {
-    if (same_batch && same_batch->count(in.desc().get())) continue;
+    if (same_batch && std::binary_search(same_batch->begin(), same_batch->end(), in.desc().get())) continue;
     std::string error = node_outcome(*in.desc());
     if (!error.empty() && d.error.empty()) d.error = std::move(error);
   }
@@ -333,7 +418,7 @@ std::vector<array> node_outputs(const array& node) {
       outs.push_back(array(std::move(d), detail::DescTag{}));
     } else {
       // Nobody holds this output: the kernel still writes it, to scratch.
-      outs.push_back(array(std::make_shared<ArrayDesc>(sib->shapes[i], sib->dtypes[i]), detail::DescTag{}));
+      outs.push_back(array(detail::make_pooled<ArrayDesc>(sib->shapes[i], sib->dtypes[i]), detail::DescTag{}));
     }
   }
   return outs;
@@ -372,14 +457,20 @@ void finish_node(array& node) {
   for (auto& s : live) publish(*s);
 }
 
-void evaluate_node(array& node, const Stream& stream) {
+void evaluate_node(array& node, const Stream& stream, std::vector<array>* scratch) {
   ArrayDesc& d = *node.desc();
   if (wait_for_inputs(d, nullptr)) {
     try {
-      std::vector<array> outputs = node_outputs(node);
-      if (stream.device.type == Device::cpu) {
+      if (stream.device.type == Device::cpu && scratch && !d.siblings) {
+        // The usual CPU node: its one output in the caller's vector, which
+        // keeps its capacity from node to node (no allocation per node).
+        scratch->assign(1, node);
+        d.primitive->eval_cpu(d.inputs, *scratch);
+      } else if (stream.device.type == Device::cpu) {
+        std::vector<array> outputs = node_outputs(node);
         d.primitive->eval_cpu(d.inputs, outputs);
       } else {
+        std::vector<array> outputs = node_outputs(node);
         // eval_gpu only enqueues kernels; gpu_end_node records the event
         // consumers wait on and holds the inputs until the kernels ran.
         gpu_begin_node(stream);
@@ -393,6 +484,7 @@ void evaluate_node(array& node, const Stream& stream) {
     } catch (const std::exception& e) {
       d.error = e.what();
     }
+    if (scratch) scratch->clear();
   }
   finish_node(node);
 }
@@ -403,7 +495,9 @@ bool KeepGraphScope::active() { return tl_keep_graph > 0; }
 
 void eval(std::vector<array> outputs) {
   check_handles(outputs, "eval");
-  for (auto [worker, ticket] : schedule(outputs)) worker->wait_done(ticket);
+  Scheduled sch = schedule(outputs, true);
+  if (sch.inline_worker) run_inline(sch);
+  for (auto [worker, ticket] : sch.tickets) worker->wait_done(ticket);
   for (const auto& out : outputs) {
     std::string error = node_outcome(*out.desc());
     if (!error.empty()) throw Error(error);
@@ -414,7 +508,7 @@ void eval(std::vector<array> outputs) {
 
 void async_eval(std::vector<array> outputs) {
   check_handles(outputs, "async_eval");
-  (void)schedule(outputs);
+  (void)schedule(outputs, false);
 }
 
 bool is_available(const Device& d) {

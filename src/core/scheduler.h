@@ -3,7 +3,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 #include "kiln/array.h"
@@ -20,17 +19,18 @@ constexpr size_t kMaxQueuedBytes = size_t{1} << 30;
 constexpr std::chrono::milliseconds kStreamIdleTimeout{1000};
 
 // Runs one node's primitive on its stream's backend, after waiting for its
-// inputs; records failures in the node instead of throwing.
-void evaluate_node(array& node, const Stream& stream);
+// inputs; records failures in the node instead of throwing. `scratch`, if
+// given, is a vector the caller reuses from node to node for the outputs.
+void evaluate_node(array& node, const Stream& stream, std::vector<array>* scratch = nullptr);
 
 // The two halves of evaluate_node, for backends that evaluate a batch of
 // nodes together (the CUDA graph encoder). wait_for_inputs blocks until the
-// node's inputs are computed, skipping those in `same_batch` (they are
-// computed earlier in the same batch); it returns false, with the node's
+// node's inputs are computed, skipping those in `same_batch` (sorted; they
+// are computed earlier in the same batch); it returns false, with the node's
 // error set, when an input failed. finish_node publishes the node: status
 // available with its inputs detached, or failed with its buffer dropped and
 // its primitive and inputs kept (the next eval runs it again).
-bool wait_for_inputs(ArrayDesc& d, const std::unordered_set<const ArrayDesc*>* same_batch);
+bool wait_for_inputs(ArrayDesc& d, const std::vector<const ArrayDesc*>* same_batch);
 void finish_node(array& node);
 // Every output of node's primitive in order (node and its siblings; an
 // output nobody holds is a scratch array), as eval_cpu/eval_gpu take them.

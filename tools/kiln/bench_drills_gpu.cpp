@@ -220,6 +220,32 @@ double measure_copy_gbps() {
 
 std::vector<array> add_gelu(const std::vector<array>& in) { return {gelu_approx(in[0] + in[1])}; }
 
+// User-written kernels (fast::cuda_kernel) for the D1 add+GELU and the D2
+// row sum: what a custom kernel costs against the library's own kernels.
+const char* kAddGeluKernel = R"(
+    const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+    if (i >= Size) return;
+    const float v = static_cast<float>(x[i]) + static_cast<float>(z[i]);
+    out[i] = static_cast<T>(0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v))));
+)";
+
+// A block of 256 threads per row, a tree in shared memory.
+const char* kRowSumKernel = R"(
+    __shared__ float part[256];
+    const int64_t row = blockIdx.x;
+    const int n = x_shape[1];
+    const float* p = x + row * n;
+    float acc = 0;
+    for (int j = threadIdx.x; j < n; j += 256) acc += p[j];
+    part[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = 128; s > 0; s >>= 1) {
+      if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) out[row] = part[0];
+)";
+
 void add_unary_binary(std::vector<GpuDrill>& out, bool quick) {
   const int64_t n = quick ? int64_t{1} << 20 : int64_t{1} << 26;
   const double nd = static_cast<double>(n);
@@ -249,6 +275,19 @@ void add_unary_binary(std::vector<GpuDrill>& out, bool quick) {
                 [](const std::vector<array>& in) { return compile(add_gelu)(in)[0]; }, t == float32 ? 1e-5 : 3e-2};
       return c;
     }});
+    // The same work as a user-written fast::cuda_kernel (an element per
+    // thread, as docs/custom_kernels.md writes it); the CPU check runs the ops.
+    out.push_back({"D1", "add_gelu_fused_cuda_kernel", dtype_name(t), {n}, 3 * item * nd, 10 * nd, [=] {
+                     auto k = fast::cuda_kernel("bench_add_gelu", {"x", "z"}, {"out"}, kAddGeluKernel);
+                     GpuCase c{{{gpu_random(shape, t, 1), gpu_random(shape, t, 2)}},
+                               [k, t, n](const std::vector<array>& in) {
+                                 if (default_device() != Device::gpu) return add_gelu(in)[0];
+                                 return k(in, {in[0].shape()}, {t}, {static_cast<int>(n), 1, 1}, {256, 1, 1},
+                                          {{"T", t}, {"Size", static_cast<int>(n)}}, std::nullopt, false, {})[0];
+                               },
+                               t == float32 ? 1e-5 : 3e-2};
+                     return c;
+                   }});
   }
   const int side = quick ? 1024 : 8192;
   const double elems = static_cast<double>(side) * side;
@@ -314,6 +353,22 @@ void add_reductions(std::vector<GpuDrill>& out, bool quick) {
       quick ? std::vector<std::pair<int64_t, int64_t>>{{1024, 1024}, {16384, 64}, {16, 65536}}
             : std::vector<std::pair<int64_t, int64_t>>{{8192, 8192}, {1 << 20, 64}, {16, 1 << 22}};
   for (auto [m, k] : shapes) reduction("row_sum", m, k, m, row_sum, 1e-5);
+  {
+    const int rows = quick ? 1024 : 8192, cols = rows;
+    const double elems = static_cast<double>(rows) * cols;
+    out.push_back(
+        {"D2", "row_sum_cuda_kernel", "float32", {rows, cols}, 4 * (elems + rows), elems, [=] {
+           auto k = fast::cuda_kernel("bench_row_sum", {"x"}, {"out"}, kRowSumKernel);
+           GpuCase c{
+               {{gpu_random({rows, cols}, float32, 3)}},
+               [k, rows](const std::vector<array>& in) {
+                 if (default_device() != Device::gpu) return kiln::sum(in[0], -1);
+                 return k(in, {{rows}}, {float32}, {rows * 256, 1, 1}, {256, 1, 1}, {}, std::nullopt, false, {})[0];
+               },
+               1e-5};
+           return c;
+         }});
+  }
   const int64_t side = quick ? 1024 : 8192;
   reduction("row_max", side, side, side, [](const array& x) { return kiln::max(x, -1); }, 0);
   reduction("col_sum", side, side, side, [](const array& x) { return kiln::sum(x, 0); }, 1e-5);

@@ -338,9 +338,47 @@ void add_data_movement(std::vector<DrillSpec>& out, bool quick) {
   }});
 }
 
+// ---- HOST: what the framework costs per op ----
+
+// The GPU bench's chain (bench_drills_gpu.cpp, MLX's chain_eager): 1,000
+// small ops (multiply, add, tanh) on 1,024 floats, built and evaluated per
+// run through the public API. The kernels are ~10 ns each, so the time is
+// the host's: building the lazy graph, scheduling it, running each node and
+// freeing it. Eager, and compile'd once and called per run.
+std::vector<array> host_chain(const std::vector<array>& in) {
+  array x = in[0];
+  for (int i = 0; i < 1000; ++i) {
+    switch (i % 3) {
+      case 0:
+        x = x * 0.999f;
+        break;
+      case 1:
+        x = x + 0.001f;
+        break;
+      default:
+        x = tanh(x);
+        break;
+    }
+  }
+  return {x};
+}
+
+void add_host_chain(std::vector<DrillSpec>& out) {
+  const int n = 1024;
+  for (bool compiled : {false, true}) {
+    out.push_back({"HOST", compiled ? "chain_compiled" : "chain_eager", float32, {1000, n}, 8.0 * n, 1000.0 * n, [=] {
+                     auto st = std::make_shared<DrillState>();
+                     st->inputs = {random_input({n}, float32, 5)};
+                     auto step = compiled ? compile(host_chain) : ArrayFn(host_chain);
+                     return kiln_case(st, [step](const std::vector<array>& in) { return step(in)[0]; });
+                   }});
+  }
+}
+
 }  // namespace
 
 void add_memory_drills(std::vector<DrillSpec>& out, bool quick) {
+  add_host_chain(out);
   add_elementwise(out, quick ? int64_t{1} << 20 : int64_t{1} << 26);
   add_reductions(out, quick);
   add_data_movement(out, quick);

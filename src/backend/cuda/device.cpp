@@ -23,6 +23,7 @@
 // node exactly as without graphs.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -701,15 +702,18 @@ bool launch_as_graph(std::vector<array>& nodes, size_t begin, size_t end, const 
   // The batch's nodes, with every output of a multi-output node (a later
   // node of the batch may read any of them: waiting for one here would
   // wait for this very batch).
-  std::unordered_set<const ArrayDesc*> batch;
+  // (A sorted vector: one allocation, where a hash set made one per node.)
+  std::vector<const ArrayDesc*> batch;
+  batch.reserve(end - begin);
   for (size_t i = begin; i < end; ++i) {
-    batch.insert(nodes[i].desc().get());
+    batch.push_back(nodes[i].desc().get());
     if (const auto& sib = nodes[i].desc()->siblings) {
       for (const auto& w : sib->descs) {
-        if (auto d = w.lock()) batch.insert(d.get());
+        if (auto d = w.lock()) batch.push_back(d.get());
       }
     }
   }
+  std::sort(batch.begin(), batch.end());
   // Inputs from other streams or earlier evals must be computed (enqueued)
   // before the capture; a failed one is left to the eager path to report.
   for (size_t i = begin; i < end; ++i) {

@@ -678,8 +678,6 @@ bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockForm
   return launch_qmv_bulk<T>(src, w, y, N, K, f, w_early, st);
 }
 
-bool qmv_bulk_enabled() { return bulk_enabled(); }
-
 // One block computes x (and h) into `x` for the products that cannot take
 // the source in their prologue (launch_x_source).
 template <typename T, int Kind>

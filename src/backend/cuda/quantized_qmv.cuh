@@ -140,8 +140,6 @@ bool launch_qmv_i8(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat
 void set_qmv_bulk_override(int on);
 template <typename T>
 bool launch_qmv_bulk(const T* x, const uint8_t* w, T* y, int N, int K, BlockFormat f, bool w_early, cudaStream_t st);
-// Whether the bulk kernel is on (KILN_QMV_BULK and the tests' override).
-bool qmv_bulk_enabled();
 
 // x of a decode step's product computed from the tensors that feed it
 // (FusedBlockQMV, core/primitives_blocks.h), by each CTA of the bulk kernel
