@@ -279,7 +279,9 @@ std::vector<array> build_tape(const std::vector<array>& outputs) {
     array node;
     size_t next_input;
   };
-  static std::vector<Frame> stack;
+  // Leaked, as the scheduler is: an eval may run during static destruction.
+  static auto* kept = new std::vector<Frame>();
+  std::vector<Frame>& stack = *kept;
   stack.clear();
   for (const auto& out : outputs) {
     if (!visit(out)) continue;
