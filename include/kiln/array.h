@@ -150,7 +150,10 @@ class array {
 
 // Evaluation of lazy graphs. A failed evaluation throws kiln::Error and
 // leaves the failed arrays re-runnable: evaluating them again retries (for
-// example after raising the memory limit).
+// example after raising the memory limit). A graph wholly on one CPU stream
+// with nothing queued or running there is run on the calling thread (its
+// kernels use that thread's OpenMP team); otherwise the streams' workers
+// run it and eval waits.
 void eval(std::vector<array> outputs);
 // Returns once the graph is queued on its streams; it blocks while a stream
 // already has many submissions queued and not started (back-pressure, so a
