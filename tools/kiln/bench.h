@@ -126,6 +126,9 @@ void add_attention_drills(std::vector<DrillSpec>& out, bool quick);  // D5 atten
 void add_quant_drills(std::vector<DrillSpec>& out, bool quick);   // D4 quantized matvec / matmul
 void add_quant_block_drills(std::vector<DrillSpec>& out, bool quick);  // D4 QMV on llama.cpp blocks
 void add_custom_kernel_drills(std::vector<DrillSpec>& out, bool quick);  // D1, D2 as fast::cpu_kernel
+// HOST chain_eager/chain_compiled on both backends (and MLX's chain_eager):
+// 1,000 small ops (multiply, add, tanh in turn) on the one input.
+std::vector<array> host_chain(const std::vector<array>& in);
 // Random llama.cpp blocks of `mode` for w [n, k] with small finite scales, evaluated.
 array random_block_weights(const std::string& mode, int64_t n, int64_t k, uint64_t seed);
 

@@ -309,20 +309,8 @@ void add_unary_binary(std::vector<GpuDrill>& out, bool quick) {
   }});
 }
 
-// The chain (multiply, add, tanh, 1,000 ops on 1,024 floats; PyTorch's
-// eager time on it: bench/peers/chain_torch.py); bytes: one read and one write of the vector.
-std::vector<array> host_chain(const std::vector<array>& in) {
-  array x = in[0];
-  for (int i = 0; i < 1000; ++i) {
-    switch (i % 3) {
-      case 0: x = x * 0.999f; break;
-      case 1: x = x + 0.001f; break;
-      default: x = tanh(x); break;
-    }
-  }
-  return {x};
-}
-
+// The chain of bench_drills_memory.cpp (host_chain); PyTorch's eager time on it:
+// bench/peers/chain_torch.py; bytes: one read and one write of the vector.
 void add_host_chain(std::vector<GpuDrill>& out) {
   const int n = 1024;
   for (bool compiled : {false, true}) {

@@ -15,6 +15,30 @@
 #include "core/compiled.h"
 
 namespace kiln::bench {
+
+// The GPU bench's chain (bench_drills_gpu.cpp, MLX's chain_eager): 1,000
+// small ops (multiply, add, tanh) on 1,024 floats, built and evaluated per
+// run through the public API. The kernels are ~10 ns each, so the time is
+// the host's: building the lazy graph, scheduling it, running each node and
+// freeing it. Eager, and compile'd once and called per run.
+std::vector<array> host_chain(const std::vector<array>& in) {
+  array x = in[0];
+  for (int i = 0; i < 1000; ++i) {
+    switch (i % 3) {
+      case 0:
+        x = x * 0.999f;
+        break;
+      case 1:
+        x = x + 0.001f;
+        break;
+      default:
+        x = tanh(x);
+        break;
+    }
+  }
+  return {x};
+}
+
 namespace {
 
 // Nominal flop counts, with a transcendental counted as one flop: these
@@ -339,29 +363,6 @@ void add_data_movement(std::vector<DrillSpec>& out, bool quick) {
 }
 
 // ---- HOST: what the framework costs per op ----
-
-// The GPU bench's chain (bench_drills_gpu.cpp, MLX's chain_eager): 1,000
-// small ops (multiply, add, tanh) on 1,024 floats, built and evaluated per
-// run through the public API. The kernels are ~10 ns each, so the time is
-// the host's: building the lazy graph, scheduling it, running each node and
-// freeing it. Eager, and compile'd once and called per run.
-std::vector<array> host_chain(const std::vector<array>& in) {
-  array x = in[0];
-  for (int i = 0; i < 1000; ++i) {
-    switch (i % 3) {
-      case 0:
-        x = x * 0.999f;
-        break;
-      case 1:
-        x = x + 0.001f;
-        break;
-      default:
-        x = tanh(x);
-        break;
-    }
-  }
-  return {x};
-}
 
 void add_host_chain(std::vector<DrillSpec>& out) {
   const int n = 1024;
