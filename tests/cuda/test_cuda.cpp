@@ -246,6 +246,18 @@ TEST_F(Gpu, BinaryTwoDimPaths) {
     expect_same([&](StreamOrDevice s) { return subtract(big_t, big_t2, s); }, tol, "two transposed tiles " + d);
     expect_same([&](StreamOrDevice s) { return contiguous(big_t, s); }, 0, "transpose copy " + d);
     expect_same([&](StreamOrDevice s) { return contiguous(transpose(wide), s); }, 0, "transpose copy strided " + d);
+    // Dims and strides in whole 16-byte groups: the vector tile kernel
+    // (ragged 64-tiles at both edges, a staged input with a padded row, a
+    // broadcast row beside a transposed input, a bool result).
+    array v = random_array({112, 336}, t, -20, 20);
+    array v_t = transpose(random_array({336, 112}, t, -20, 20));
+    array v_t2 = transpose(slice(random_array({336, 128}, t, -20, 20), {0, 0}, {336, 112}));
+    array v_row = random_array({336}, t, -20, 20);
+    expect_same([&](StreamOrDevice s) { return add(v, v_t, s); }, tol, "add transposed vector tiles " + d);
+    expect_same([&](StreamOrDevice s) { return multiply(v_t2, v, s); }, tol, "multiply transposed first " + d);
+    expect_same([&](StreamOrDevice s) { return subtract(v_t, v_t2, s); }, tol, "two transposed vector tiles " + d);
+    expect_same([&](StreamOrDevice s) { return greater_equal(v_t, v, s); }, 0, "greater_equal vector tiles " + d);
+    expect_same([&](StreamOrDevice s) { return maximum(v_t, v_row, s); }, tol, "transposed and a row " + d);
   }
 }
 
@@ -334,6 +346,9 @@ TEST_F(Gpu, Reductions) {
     expect_same([&](StreamOrDevice s) { return sum(odd, 1, false, s); }, tol, "sum batched columns " + d);
     array short_rows = random_array({5000, 64}, t, -2, 2);
     expect_same([&](StreamOrDevice s) { return sum(short_rows, 1, false, s); }, tol, "sum short rows " + d);
+    array short_part = random_array({4099, 36}, t, -2, 2);  // fewer vectors than lanes
+    expect_same([&](StreamOrDevice s) { return sum(short_part, 1, false, s); }, tol, "sum short rows 36 " + d);
+    expect_same([&](StreamOrDevice s) { return max(short_rows, 1, false, s); }, 0, "max short rows " + d);
     array shorter = random_array({3001, 7}, t, -2, 2);
     expect_same([&](StreamOrDevice s) { return min(shorter, 1, false, s); }, 0, "min short rows " + d);
     expect_same([&](StreamOrDevice s) { return sum(shorter, 1, false, s); }, tol, "sum odd short rows " + d);

@@ -31,19 +31,8 @@ struct alignas(sizeof(T) * E) Pack {
 // Sum over the row's group: the warp, or the whole block.
 template <bool kWarpRow>
 __device__ __forceinline__ float group_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  if constexpr (!kWarpRow) {
-    __shared__ float part[32];
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    v = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();  // part is free for the next call
-  }
-  return v;
+  if constexpr (kWarpRow) return warp_sum(v);
+  else return block_sum(v);
 }
 
 // The normalized value rounded to T, times the weight (rounded), plus the

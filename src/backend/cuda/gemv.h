@@ -1,4 +1,6 @@
 #pragma once
+#include <cuda_runtime_api.h>
+
 #include <cstdint>
 
 #include "kiln/dtype.h"
@@ -6,6 +8,8 @@
 namespace kiln::cuda {
 // y[M, N] (row-major) = x[M, K] (row stride ldx) * w[N, K]^T (row stride
 // ldw) on the current stream, for M <= 8 and float32 / bfloat16 / float16 (the half types need K % 8 == 0). Returns
-// false (launching nothing) for shapes or layouts it does not cover.
-bool gemv(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, char* y, int64_t M, int64_t N, int64_t K);
+// false (launching nothing) for shapes or layouts it does not cover. On `s`,
+// or the current stream when s is null.
+bool gemv(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, char* y, int64_t M, int64_t N, int64_t K,
+          cudaStream_t s = nullptr);
 }  // namespace kiln::cuda

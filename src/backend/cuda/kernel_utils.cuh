@@ -29,6 +29,26 @@ __device__ __forceinline__ void allow_dependents() {
 #endif
 }
 
+// The sum of v over the warp; every lane gets it.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The sum of v over the block (blockDim.x a multiple of 32); every thread
+// gets it. Ends with a barrier, so it may be called again at once.
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float part[32];
+  v = warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  v = warp_sum(lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f);
+  __syncthreads();
+  return v;
+}
+
 template <typename T>
 struct Tag {
   using type = T;

@@ -2,7 +2,8 @@
 // go through cuBLASLt (row-major C = A B computed as the column-major
 // C^T = B^T A^T, operands in place whenever one of their two matrix strides
 // is 1 and the batch dims collapse to one stride); M <= 8 with weights in
-// the [N, K] layout goes to Kiln's GEMV (gemv.cu); integer types use a
+// the [N, K] layout goes to Kiln's GEMV (gemv.cu) or cuBLASLt, whichever
+// ran faster on the problem the first time it was seen; integer types use a
 // simple kernel (integer_matmul.cu); complex64 is cuBLASLt's CUDA_C_32F
 // (cgemm, with complex alpha and beta). KILN_CUDA_TF32=1 (or set_tf32_matmul)
 // lets float32 use the tensor cores' tf32 mode. cuBLASLt descriptors and the
@@ -11,6 +12,7 @@
 
 #include <atomic>
 #include <compare>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -193,12 +195,13 @@ const LtPlan& plan_for(const LtKey& k) {
   return *slot;
 }
 
+// On stream s; ws: kWorkspaceBytes of workspace (null: the stream's scratch).
 void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t batch, int64_t M, int64_t N, int64_t K,
-               cudaStream_t s) {
+               cudaStream_t s, void* ws = nullptr) {
   LtKey key{t, t == Dtype::float32 && tf32_matmul(), a.transposed, b.transposed, batch, M, N, K, a.ld, b.ld,
             batch > 1 ? a.batch_stride : 0, batch > 1 ? b.batch_stride : 0};
   const LtPlan& p = plan_for(key);
-  void* ws = scratch(kWorkspaceBytes, "matmul");
+  if (!ws) ws = scratch(kWorkspaceBytes, "matmul");
   double one64 = 1.0, zero64 = 0.0;
   float one32 = 1.f, zero32 = 0.f;
   const complex64_t one_c(1.0f, 0.0f), zero_c(0.0f, 0.0f);
@@ -207,6 +210,95 @@ void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t bat
   if (t == Dtype::complex64) alpha = &one_c, beta = &zero_c;
   KILN_CUBLAS_CHECK(cublasLtMatmul(handle(), p.op, alpha, b.ptr, p.la, a.ptr, p.lb, beta, c, p.lc, c, p.lc, &p.algo,
                                    ws, kWorkspaceBytes, s));
+}
+
+// ---- Small M in the GEMV layout: Kiln's GEMV or cuBLASLt ----
+//
+// Neither is faster at every shape, so the first time a problem (dtype, M,
+// N, K, leading dims) is seen both are timed and the faster one is kept for
+// it: on a private stream, into a private output and workspace (the inputs
+// are only read, and their values do not change the time), a warm-up launch
+// each, then three alternating rounds of five launches each. This works
+// while the eval stream is being captured into a CUDA graph (the capture is
+// relaxed; the private stream is not captured), so a compiled decode step
+// picks per layer too. KILN_CUDA_GEMV=kiln or =cublas fixes the choice;
+// KILN_CUDA_GEMV_LOG=1 prints each decision with its times.
+enum class SmallM { kGemv, kCublas, kAuto };
+
+SmallM small_m_policy() {
+  static const SmallM p = [] {
+    const char* e = std::getenv("KILN_CUDA_GEMV");
+    const std::string v = e ? e : "";
+    return v == "kiln" ? SmallM::kGemv : v == "cublas" ? SmallM::kCublas : SmallM::kAuto;
+  }();
+  return p;
+}
+
+// The faster path for this problem, or kAuto where the GEMV does not cover
+// this call's layout (nothing is kept then).
+SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int64_t N, int64_t K) {
+  static cudaStream_t ts = [] {
+    cudaStream_t x;
+    KILN_CUDA_CHECK("matmul", cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
+    return x;
+  }();
+  char* y = nullptr;
+  void* ws = nullptr;
+  KILN_CUDA_CHECK("matmul", cudaMallocAsync(reinterpret_cast<void**>(&y), M * N * size_of(t), ts));
+  KILN_CUDA_CHECK("matmul", cudaMallocAsync(&ws, kWorkspaceBytes, ts));
+  cudaEvent_t e0, e1;
+  KILN_CUDA_CHECK("matmul", cudaEventCreate(&e0));
+  KILN_CUDA_CHECK("matmul", cudaEventCreate(&e1));
+  bool covered = gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
+  float total[2] = {0.f, 0.f};
+  if (covered) {
+    lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
+    for (int round = 0; round < 3; ++round) {
+      for (int which = 0; which < 2; ++which) {
+        KILN_CUDA_CHECK("matmul", cudaEventRecord(e0, ts));
+        for (int i = 0; i < 5; ++i) {
+          if (which == 0) gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
+          else lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
+        }
+        KILN_CUDA_CHECK("matmul", cudaEventRecord(e1, ts));
+        KILN_CUDA_CHECK("matmul", cudaEventSynchronize(e1));
+        float ms = 0.f;
+        KILN_CUDA_CHECK("matmul", cudaEventElapsedTime(&ms, e0, e1));
+        total[which] += ms;
+      }
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  KILN_CUDA_CHECK("matmul", cudaFreeAsync(y, ts));
+  KILN_CUDA_CHECK("matmul", cudaFreeAsync(ws, ts));
+  KILN_CUDA_CHECK("matmul", cudaStreamSynchronize(ts));
+  if (!covered) return SmallM::kAuto;
+  const SmallM pick = total[1] < total[0] ? SmallM::kCublas : SmallM::kGemv;
+  const char* log = std::getenv("KILN_CUDA_GEMV_LOG");
+  if (log && std::string(log) == "1") {
+    std::fprintf(stderr, "[kiln] matmul %s M=%lld N=%lld K=%lld: GEMV %.2f us, cuBLASLt %.2f us -> %s\n",
+                 dtype_name(t), static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
+                 1000.0 * total[0] / 15, 1000.0 * total[1] / 15, pick == SmallM::kGemv ? "GEMV" : "cuBLASLt");
+  }
+  return pick;
+}
+
+// Kiln's GEMV or cuBLASLt for a problem the GEMV may cover (decided once per
+// problem, see above).
+SmallM choose_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int64_t N, int64_t K) {
+  if (const SmallM p = small_m_policy(); p != SmallM::kAuto) return p;
+  const LtKey key{t, t == Dtype::float32 && tf32_matmul(), false, true, 1, M, N, K, a.ld, b.ld, 0, 0};
+  static std::mutex mutex;
+  static auto* choices = new std::map<LtKey, SmallM>();
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = choices->find(key); it != choices->end()) return it->second;
+  }
+  const SmallM pick = time_small_m(t, a, b, M, N, K);
+  if (pick == SmallM::kAuto) return SmallM::kGemv;  // the GEMV declines this call's layout: cuBLASLt runs
+  std::lock_guard lock(mutex);
+  return choices->emplace(key, pick).first->second;
 }
 
 }  // namespace
@@ -257,6 +349,7 @@ void Matmul::eval_gpu(const std::vector<array>& inputs, array& out) {
     ob = {pb, false, N, K * N};
   }
   if (batch == 1 && M <= 8 && !is_complex(t) && ob.transposed && !oa.transposed &&
+      cuda::choose_small_m(t, oa, ob, M, N, K) == cuda::SmallM::kGemv &&
       cuda::gemv(t, oa.ptr, oa.ld, ob.ptr, ob.ld, pc, M, N, K)) {
     return;
   }

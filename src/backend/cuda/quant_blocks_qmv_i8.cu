@@ -263,16 +263,7 @@ __device__ float rms_inverse(const XSource<T>& src, int K, bool write_h) {
       if (write_h) reinterpret_cast<uint4*>(src.h)[idx] = uh;
     }
   }
-  __shared__ float part[32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) part[warp] = s;
-  __syncthreads();
-  s = lane < static_cast<int>(blockDim.x / 32) ? part[lane] : 0.0f;
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-  return rsqrtf(s / static_cast<float>(K) + src.eps);
+  return rsqrtf(block_sum(s) / static_cast<float>(K) + src.eps);
 }
 
 // The 32 values of x from element `first` (inv: rms_inverse's, for kind 2).

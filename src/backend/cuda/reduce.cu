@@ -178,15 +178,45 @@ __global__ void row_reduce_short(ReduceOp op, const T* __restrict__ in, O* __res
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   const int lane = threadIdx.x % W, sub = (threadIdx.x % 32) / W;
-  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
-    const int64_t row = first + sub;
-    A acc = row < rows ? accumulate_with<T, A>(op, in + row * len, 0, len, lane, W, vec) : reduce_init<A>(op);
+  auto finish = [&](A acc, int64_t row) {
 #pragma unroll
     for (int o = W / 2; o > 0; o >>= 1) {
       if constexpr (sizeof(A) >= 4) acc = combine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
       else acc = combine(op, acc, static_cast<A>(__shfl_xor_sync(0xffffffffu, static_cast<int>(acc), o)));
     }
     if (lane == 0 && row < rows) out[row] = static_cast<O>(acc);
+  };
+  if (vec) {
+    // A row is at most W vectors: a lane holds one vector of it. kBatch
+    // row groups per warp and step, every load issued before the first is
+    // used; with one 16-byte load in flight per thread the kernel measured
+    // 0.71 of copy on [2^20, 64] float32 (H100).
+    using V = Vec<T>;
+    constexpr int kBatch = 4;
+    const int64_t units = len / V::n;
+    for (int64_t first = warp * kRowsPerWarp * kBatch; first < rows; first += warps * kRowsPerWarp * kBatch) {
+      V v[kBatch];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t row = first + u * kRowsPerWarp + sub;
+        if (row < rows && lane < units) v[u] = reinterpret_cast<const V*>(in + row * len)[lane];
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const int64_t row = first + u * kRowsPerWarp + sub;
+        A acc = reduce_init<A>(op), comp = A(0);
+        if (row < rows && lane < units) {
+#pragma unroll
+          for (int k = 0; k < V::n; ++k) add_to(op, acc, comp, load_acc<A>(op, v[u].v[k]));
+        }
+        finish(compensated(acc, comp), row);
+      }
+    }
+    return;
+  }
+  for (int64_t first = warp * kRowsPerWarp; first < rows; first += warps * kRowsPerWarp) {
+    const int64_t row = first + sub;
+    finish(row < rows ? accumulate_with<T, A>(op, in + row * len, 0, len, lane, W, false) : reduce_init<A>(op), row);
   }
 }
 
