@@ -31,8 +31,11 @@ struct alignas(sizeof(T) * E) Pack {
 // Sum over the row's group: the warp, or the whole block.
 template <bool kWarpRow>
 __device__ __forceinline__ float group_sum(float v) {
-  if constexpr (kWarpRow) return warp_sum(v);
-  else return block_sum(v);
+  if constexpr (kWarpRow) {
+    return warp_sum(v);
+  } else {
+    return block_sum(v);
+  }
 }
 
 // The normalized value rounded to T, times the weight (rounded), plus the

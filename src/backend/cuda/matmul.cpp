@@ -257,8 +257,11 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
       for (int which = 0; which < 2; ++which) {
         KILN_CUDA_CHECK("matmul", cudaEventRecord(e0, ts));
         for (int i = 0; i < 5; ++i) {
-          if (which == 0) gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
-          else lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
+          if (which == 0) {
+            gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
+          } else {
+            lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
+          }
         }
         KILN_CUDA_CHECK("matmul", cudaEventRecord(e1, ts));
         KILN_CUDA_CHECK("matmul", cudaEventSynchronize(e1));
@@ -277,8 +280,8 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
   const SmallM pick = total[1] < total[0] ? SmallM::kCublas : SmallM::kGemv;
   const char* log = std::getenv("KILN_CUDA_GEMV_LOG");
   if (log && std::string(log) == "1") {
-    std::fprintf(stderr, "[kiln] matmul %s M=%lld N=%lld K=%lld: GEMV %.2f us, cuBLASLt %.2f us -> %s\n",
-                 dtype_name(t), static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
+    std::fprintf(stderr, "[kiln] matmul %s M=%lld N=%lld K=%lld: GEMV %.2f us, cuBLASLt %.2f us -> %s\n", dtype_name(t),
+                 static_cast<long long>(M), static_cast<long long>(N), static_cast<long long>(K),
                  1000.0 * total[0] / 15, 1000.0 * total[1] / 15, pick == SmallM::kGemv ? "GEMV" : "cuBLASLt");
   }
   return pick;

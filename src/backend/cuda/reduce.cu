@@ -181,8 +181,10 @@ __global__ void row_reduce_short(ReduceOp op, const T* __restrict__ in, O* __res
   auto finish = [&](A acc, int64_t row) {
 #pragma unroll
     for (int o = W / 2; o > 0; o >>= 1) {
-      if constexpr (sizeof(A) >= 4) acc = combine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
-      else acc = combine(op, acc, static_cast<A>(__shfl_xor_sync(0xffffffffu, static_cast<int>(acc), o)));
+      if constexpr (sizeof(A) >= 4)
+        acc = combine(op, acc, __shfl_xor_sync(0xffffffffu, acc, o));
+      else
+        acc = combine(op, acc, static_cast<A>(__shfl_xor_sync(0xffffffffu, static_cast<int>(acc), o)));
     }
     if (lane == 0 && row < rows) out[row] = static_cast<O>(acc);
   };
