@@ -258,6 +258,8 @@ TEST_F(Gpu, BinaryTwoDimPaths) {
     expect_same([&](StreamOrDevice s) { return subtract(v_t, v_t2, s); }, tol, "two transposed vector tiles " + d);
     expect_same([&](StreamOrDevice s) { return greater_equal(v_t, v, s); }, 0, "greater_equal vector tiles " + d);
     expect_same([&](StreamOrDevice s) { return maximum(v_t, v_row, s); }, tol, "transposed and a row " + d);
+    expect_same([&](StreamOrDevice s) { return contiguous(v_t, s); }, 0, "transpose copy vector tiles " + d);
+    expect_same([&](StreamOrDevice s) { return contiguous(v_t2, s); }, 0, "transpose copy padded vector tiles " + d);
   }
 }
 
