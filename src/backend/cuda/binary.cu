@@ -10,6 +10,7 @@
 
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/op_math.cuh"
+#include "backend/cuda/vec_tile.cuh"
 #include "core/ops_util.h"
 #include "core/primitives.h"
 
@@ -202,11 +203,12 @@ template <typename T, typename O, bool kACols, bool kBCols>
 __global__ void __launch_bounds__(256)
     binary_tiled_vec(BinaryOp op, const T* __restrict__ a, const T* __restrict__ b, O* __restrict__ out, int64_t rows,
                      int64_t cols, int64_t a0, int64_t a1, int64_t b0, int64_t b1) {
-  using V = Vec<T>;
-  constexpr int kT = 64, G = V::n, kTx = kT / G, kTy = 256 / kTx, kPasses = kT / kTy;
+  using Tile = VecTile<T>;
+  using V = typename Tile::V;
+  constexpr int kT = Tile::kT, G = Tile::G, kTy = Tile::kTy, kPasses = Tile::kPasses;
   __shared__ T ta[kACols ? kT : 1][kT + 1], tb[kBCols ? kT : 1][kT + 1];
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kT, c0 = static_cast<int64_t>(blockIdx.x) * kT;
-  const int tx = threadIdx.x % kTx, ty = threadIdx.x / kTx;
+  const int tx = threadIdx.x % Tile::kTx, ty = threadIdx.x / Tile::kTx;
   V direct[kPasses];
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {
@@ -215,24 +217,11 @@ __global__ void __launch_bounds__(256)
       direct[p] = kACols ? *reinterpret_cast<const V*>(b + r * b0 + c) : *reinterpret_cast<const V*>(a + r * a0 + c);
     }
   }
-  V sa[kPasses], sb[kPasses];
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int64_t r = r0 + G * tx, c = c0 + ty + p * kTy;
-    if (r < rows && c < cols) {
-      if constexpr (kACols) sa[p] = *reinterpret_cast<const V*>(a + r + c * a1);
-      if constexpr (kBCols) sb[p] = *reinterpret_cast<const V*>(b + r + c * b1);
-    }
-  }
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int j = ty + p * kTy;
-#pragma unroll
-    for (int k = 0; k < G; ++k) {
-      if constexpr (kACols) ta[j][G * tx + k] = sa[p].v[k];
-      if constexpr (kBCols) tb[j][G * tx + k] = sb[p].v[k];
-    }
-  }
+  V sa[kACols ? kPasses : 1], sb[kBCols ? kPasses : 1];
+  if constexpr (kACols) Tile::load(a, a1, r0, c0, rows, cols, sa);
+  if constexpr (kBCols) Tile::load(b, b1, r0, c0, rows, cols, sb);
+  if constexpr (kACols) Tile::scatter(sa, ta);
+  if constexpr (kBCols) Tile::scatter(sb, tb);
   __syncthreads();
 #pragma unroll
   for (int p = 0; p < kPasses; ++p) {

@@ -6,6 +6,7 @@
 // cover all 256 pairs.
 #include "backend/common/layout.h"
 #include "backend/cuda/kernel_utils.cuh"
+#include "backend/cuda/vec_tile.cuh"
 #include "core/primitives.h"
 
 namespace kiln {
@@ -63,28 +64,19 @@ __global__ void copy_tiled(const E* __restrict__ src, E* __restrict__ dst, int64
 template <typename E>
 __global__ void __launch_bounds__(256)
     copy_tiled_vec(const E* __restrict__ src, E* __restrict__ dst, int64_t rows, int64_t cols, int64_t s1, int64_t d0) {
-  constexpr int kT = 64, G = 16 / sizeof(E), kTx = kT / G, kTy = 256 / kTx, kPasses = kT / kTy;
-  struct alignas(16) V {
-    E v[G];
-  };
+  using Tile = VecTile<E>;
+  using V = typename Tile::V;
+  constexpr int kT = Tile::kT, G = Tile::G;
   __shared__ E tile[kT][kT + 1];
   const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kT, c0 = static_cast<int64_t>(blockIdx.x) * kT;
-  const int tx = threadIdx.x % kTx, ty = threadIdx.x / kTx;
-  V in[kPasses];
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int64_t r = r0 + G * tx, c = c0 + ty + p * kTy;
-    if (r < rows && c < cols) in[p] = *reinterpret_cast<const V*>(src + r + c * s1);
-  }
-#pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-#pragma unroll
-    for (int k = 0; k < G; ++k) tile[ty + p * kTy][G * tx + k] = in[p].v[k];
-  }
+  const int tx = threadIdx.x % Tile::kTx, ty = threadIdx.x / Tile::kTx;
+  V in[Tile::kPasses];
+  Tile::load(src, s1, r0, c0, rows, cols, in);
+  Tile::scatter(in, tile);
   __syncthreads();
 #pragma unroll
-  for (int p = 0; p < kPasses; ++p) {
-    const int i = ty + p * kTy;
+  for (int p = 0; p < Tile::kPasses; ++p) {
+    const int i = ty + p * Tile::kTy;
     const int64_t r = r0 + i, c = c0 + G * tx;
     if (r < rows && c < cols) {
       V o;
