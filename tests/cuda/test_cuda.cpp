@@ -246,7 +246,7 @@ TEST_F(Gpu, BinaryTwoDimPaths) {
     expect_same([&](StreamOrDevice s) { return subtract(big_t, big_t2, s); }, tol, "two transposed tiles " + d);
     expect_same([&](StreamOrDevice s) { return contiguous(big_t, s); }, 0, "transpose copy " + d);
     expect_same([&](StreamOrDevice s) { return contiguous(transpose(wide), s); }, 0, "transpose copy strided " + d);
-    // Dims and strides in whole 16-byte groups: the vector tile kernel
+    // Dims and strides in whole 16-byte groups: binary.cu's vector tile kernel
     // (ragged 64-tiles at both edges, a staged input with a padded row, a
     // broadcast row beside a transposed input, a bool result).
     array v = random_array({112, 336}, t, -20, 20);
@@ -258,8 +258,8 @@ TEST_F(Gpu, BinaryTwoDimPaths) {
     expect_same([&](StreamOrDevice s) { return subtract(v_t, v_t2, s); }, tol, "two transposed vector tiles " + d);
     expect_same([&](StreamOrDevice s) { return greater_equal(v_t, v, s); }, 0, "greater_equal vector tiles " + d);
     expect_same([&](StreamOrDevice s) { return maximum(v_t, v_row, s); }, tol, "transposed and a row " + d);
-    expect_same([&](StreamOrDevice s) { return contiguous(v_t, s); }, 0, "transpose copy vector tiles " + d);
-    expect_same([&](StreamOrDevice s) { return contiguous(v_t2, s); }, 0, "transpose copy padded vector tiles " + d);
+    expect_same([&](StreamOrDevice s) { return contiguous(v_t, s); }, 0, "transpose copy, 16-byte groups " + d);
+    expect_same([&](StreamOrDevice s) { return contiguous(v_t2, s); }, 0, "transpose copy, padded rows " + d);
   }
 }
 

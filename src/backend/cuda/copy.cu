@@ -6,7 +6,6 @@
 // cover all 256 pairs.
 #include "backend/common/layout.h"
 #include "backend/cuda/kernel_utils.cuh"
-#include "backend/cuda/vec_tile.cuh"
 #include "core/primitives.h"
 
 namespace kiln {
@@ -56,50 +55,10 @@ __global__ void copy_tiled(const E* __restrict__ src, E* __restrict__ dst, int64
   }
 }
 
-// copy_tiled with 16-byte accesses (elements up to 4 bytes; both dims and
-// the strides multiples of G = 16 / sizeof(E), 16-byte aligned): each thread
-// reads G consecutive elements of a source memory row (G rows of the tile)
-// and writes G consecutive destination elements. The same scheme took the
-// strided add (binary.cu, binary_tiled_vec) from 0.67 to 0.98 of copy.
-template <typename E>
-__global__ void __launch_bounds__(256)
-    copy_tiled_vec(const E* __restrict__ src, E* __restrict__ dst, int64_t rows, int64_t cols, int64_t s1, int64_t d0) {
-  using Tile = VecTile<E>;
-  using V = typename Tile::V;
-  constexpr int kT = Tile::kT, G = Tile::G;
-  __shared__ E tile[kT][kT + 1];
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kT, c0 = static_cast<int64_t>(blockIdx.x) * kT;
-  const int tx = threadIdx.x % Tile::kTx, ty = threadIdx.x / Tile::kTx;
-  V in[Tile::kPasses];
-  Tile::load(src, s1, r0, c0, rows, cols, in);
-  Tile::scatter(in, tile);
-  __syncthreads();
-#pragma unroll
-  for (int p = 0; p < Tile::kPasses; ++p) {
-    const int i = ty + p * Tile::kTy;
-    const int64_t r = r0 + i, c = c0 + G * tx;
-    if (r < rows && c < cols) {
-      V o;
-#pragma unroll
-      for (int k = 0; k < G; ++k) o.v[k] = tile[G * tx + k][i];
-      *reinterpret_cast<V*>(dst + r * d0 + c) = o;
-    }
-  }
-}
-
 template <typename E>
 void launch_tiled(const char* src, char* dst, const Strided<2>& l, cudaStream_t s) {
   constexpr int kT = tile_for<E>();
   dim3 grid(static_cast<unsigned>((l.shape[1] + kT - 1) / kT), static_cast<unsigned>((l.shape[0] + kT - 1) / kT));
-  if constexpr (kT == 64) {
-    constexpr int G = 16 / sizeof(E);
-    if (l.shape[0] % G == 0 && l.shape[1] % G == 0 && l.strides[1][1] % G == 0 && l.strides[0][0] % G == 0 &&
-        aligned16(src) && aligned16(dst)) {
-      copy_tiled_vec<E><<<grid, 256, 0, s>>>(reinterpret_cast<const E*>(src), reinterpret_cast<E*>(dst), l.shape[0],
-                                             l.shape[1], l.strides[1][1], l.strides[0][0]);
-      return;
-    }
-  }
   copy_tiled<E, kT><<<grid, dim3(32, kTileRows), 0, s>>>(reinterpret_cast<const E*>(src), reinterpret_cast<E*>(dst),
                                                          l.shape[0], l.shape[1], l.strides[1][0], l.strides[1][1],
                                                          l.strides[0][0]);

@@ -192,7 +192,7 @@ __global__ void row_reduce_short(ReduceOp op, const T* __restrict__ in, O* __res
     // A row is at most W vectors: a lane holds one vector of it. kBatch
     // row groups per warp and step, every load issued before the first is
     // used; with one 16-byte load in flight per thread the kernel measured
-    // 0.71 of copy on [2^20, 64] float32 (H100).
+    // 0.71 of copy on [2^20, 64] float32 (H200), with four 0.93.
     using V = Vec<T>;
     constexpr int kBatch = 4;
     const int64_t units = len / V::n;

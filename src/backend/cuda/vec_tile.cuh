@@ -1,8 +1,8 @@
 #pragma once
-// The transposing tile of the 16-byte kernels (binary.cu's
-// binary_tiled_vec, copy.cu's copy_tiled_vec), for elements up to 4 bytes:
-// a 64 x 64 tile, 256 threads, kTx = 64 / G of them across a tile row and
-// each with kPasses rows kTy apart, G = 16 / sizeof(T). An input that runs
+// The transposing tile of binary.cu's 16-byte kernel (binary_tiled_vec),
+// for elements up to 4 bytes: a 64 x 64 tile, 256 threads, kTx = 64 / G of
+// them across a tile row and each with kPasses rows kTy apart, G = 16 /
+// sizeof(T). An input that runs
 // down the tile's columns (a transposed view: row stride 1) is read as G
 // consecutive elements of its memory rows - G rows of one tile column per
 // load - and scattered into shared memory, from where the tile's rows are
