@@ -220,10 +220,9 @@ void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t bat
 // it: on a private stream, into a private output and workspace (the inputs
 // are only read, and their values do not change the time), a warm-up launch
 // each, then five alternating rounds of one launch each, every one after
-// a scrub of the L2 and timed alone. This works
-// while the eval stream is being captured into a CUDA graph (the capture is
-// relaxed; the private stream is not captured), so a compiled decode step
-// picks per layer too. KILN_CUDA_GEMV=kiln or =cublas fixes the choice;
+// a scrub of the L2 and timed alone. This works while the eval stream is
+// being captured into a CUDA graph (the capture is relaxed; the private
+// stream is not captured), so a compiled decode step picks per layer too. KILN_CUDA_GEMV=kiln or =cublas fixes the choice;
 // KILN_CUDA_GEMV_LOG=1 prints each decision with its times.
 enum class SmallM { kGemv, kCublas, kAuto };
 
@@ -251,7 +250,9 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
   // Each timed launch starts with a cold L2 (a memset of twice its size
   // first): the weights of a decode step are read from memory, and 4096^2
   // bf16 weights fit the H100's L2, which made back-to-back launches favour
-  // the wrong kernel there.
+  // the wrong kernel there. The memset leaves dirty lines whose write-back
+  // slows both timed kernels by 15-20% (H200), narrowing gaps of a few per
+  // cent; a scrub by reading would be cleaner (docs/performance.md, session 35).
   int device = 0, l2 = 0;
   KILN_CUDA_CHECK("matmul", cudaGetDevice(&device));
   KILN_CUDA_CHECK("matmul", cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
