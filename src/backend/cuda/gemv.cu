@@ -201,18 +201,21 @@ void launch(const T* x, int64_t ldx, const T* w, int64_t ldw, T* y, int64_t M, i
 
 }  // namespace
 
+bool gemv_covers(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, int64_t M, int64_t K) {
+  const size_t item = size_of(t);
+  if (M < 1 || M > 8 || (t != Dtype::float32 && t != Dtype::bfloat16 && t != Dtype::float16)) return false;
+  if (t != Dtype::float32 && K % 8 != 0) return false;
+  // 16-byte loads need aligned rows.
+  return aligned16(x) && aligned16(w) && (ldx * item) % 16 == 0 && (ldw * item) % 16 == 0;
+}
+
 bool gemv(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, char* y, int64_t M, int64_t N, int64_t K,
           cudaStream_t s) {
-  size_t item = size_of(t);
-  if (M < 1 || M > 8 || (t != Dtype::float32 && t != Dtype::bfloat16 && t != Dtype::float16)) return false;
-  // 16-byte loads need aligned rows.
-  if (!aligned16(x) || !aligned16(w) || (ldx * item) % 16 || (ldw * item) % 16) return false;
+  if (!gemv_covers(t, x, ldx, w, ldw, M, K)) return false;
   if (!s) s = current_stream();
   if (t == Dtype::float32) {
     launch(reinterpret_cast<const float*>(x), ldx, reinterpret_cast<const float*>(w), ldw, reinterpret_cast<float*>(y),
            M, N, K, s);
-  } else if (K % 8 != 0) {
-    return false;
   } else if (t == Dtype::bfloat16) {
     launch_mma<__nv_bfloat16, false>(reinterpret_cast<const __nv_bfloat16*>(x), ldx,
                                      reinterpret_cast<const __nv_bfloat16*>(w), ldw,

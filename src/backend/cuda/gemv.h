@@ -10,6 +10,8 @@ namespace kiln::cuda {
 // ldw) on the current stream, for M <= 8 and float32 / bfloat16 / float16 (the half types need K % 8 == 0). Returns
 // false (launching nothing) for shapes or layouts it does not cover. On `s`,
 // or the current stream when s is null.
+// Whether gemv takes these operands (dtype, M, alignment, K for the half types).
+bool gemv_covers(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, int64_t M, int64_t K);
 bool gemv(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, char* y, int64_t M, int64_t N, int64_t K,
           cudaStream_t s = nullptr);
 }  // namespace kiln::cuda

@@ -224,7 +224,7 @@ void lt_matmul(Dtype t, const Operand& a, const Operand& b, char* c, int64_t bat
 // being captured into a CUDA graph (the capture is relaxed; the private
 // stream is not captured), so a compiled decode step picks per layer too. KILN_CUDA_GEMV=kiln or =cublas fixes the choice;
 // KILN_CUDA_GEMV_LOG=1 prints each decision with its times.
-enum class SmallM { kGemv, kCublas, kAuto };
+enum class SmallM { kGemv, kCublas, kAuto };  // kAuto: KILN_CUDA_GEMV unset
 
 SmallM small_m_policy() {
   static const SmallM p = [] {
@@ -235,8 +235,7 @@ SmallM small_m_policy() {
   return p;
 }
 
-// The faster path for this problem, or kAuto where the GEMV does not cover
-// this call's layout (nothing is kept then).
+// The faster path for a problem the GEMV covers (gemv_covers).
 SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int64_t N, int64_t K) {
   static cudaStream_t ts = [] {
     cudaStream_t x;
@@ -262,25 +261,23 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
   cudaEvent_t e0, e1;
   KILN_CUDA_CHECK("matmul", cudaEventCreate(&e0));
   KILN_CUDA_CHECK("matmul", cudaEventCreate(&e1));
-  bool covered = gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
+  gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);  // warm-up launches
+  lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
   float total[2] = {0.f, 0.f};
-  if (covered) {
-    lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
-    for (int round = 0; round < 5; ++round) {
-      for (int which = 0; which < 2; ++which) {
-        KILN_CUDA_CHECK("matmul", cudaMemsetAsync(scrub, round, scrub_bytes, ts));
-        KILN_CUDA_CHECK("matmul", cudaEventRecord(e0, ts));
-        if (which == 0) {
-          gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
-        } else {
-          lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
-        }
-        KILN_CUDA_CHECK("matmul", cudaEventRecord(e1, ts));
-        KILN_CUDA_CHECK("matmul", cudaEventSynchronize(e1));
-        float ms = 0.f;
-        KILN_CUDA_CHECK("matmul", cudaEventElapsedTime(&ms, e0, e1));
-        total[which] += ms;
+  for (int round = 0; round < 5; ++round) {
+    for (int which = 0; which < 2; ++which) {
+      KILN_CUDA_CHECK("matmul", cudaMemsetAsync(scrub, round, scrub_bytes, ts));
+      KILN_CUDA_CHECK("matmul", cudaEventRecord(e0, ts));
+      if (which == 0) {
+        gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
+      } else {
+        lt_matmul(t, a, b, y, 1, M, N, K, ts, ws);
       }
+      KILN_CUDA_CHECK("matmul", cudaEventRecord(e1, ts));
+      KILN_CUDA_CHECK("matmul", cudaEventSynchronize(e1));
+      float ms = 0.f;
+      KILN_CUDA_CHECK("matmul", cudaEventElapsedTime(&ms, e0, e1));
+      total[which] += ms;
     }
   }
   cudaEventDestroy(e0);
@@ -289,7 +286,6 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
   KILN_CUDA_CHECK("matmul", cudaFreeAsync(ws, ts));
   KILN_CUDA_CHECK("matmul", cudaFreeAsync(scrub, ts));
   KILN_CUDA_CHECK("matmul", cudaStreamSynchronize(ts));
-  if (!covered) return SmallM::kAuto;
   const SmallM pick = total[1] < total[0] ? SmallM::kCublas : SmallM::kGemv;
   const char* log = std::getenv("KILN_CUDA_GEMV_LOG");
   if (log && std::string(log) == "1") {
@@ -300,7 +296,7 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
   return pick;
 }
 
-// Kiln's GEMV or cuBLASLt for a problem the GEMV may cover (decided once per
+// Kiln's GEMV or cuBLASLt for a problem the GEMV covers (decided once per
 // problem, see above).
 SmallM choose_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int64_t N, int64_t K) {
   if (const SmallM p = small_m_policy(); p != SmallM::kAuto) return p;
@@ -312,7 +308,6 @@ SmallM choose_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, in
     if (auto it = choices->find(key); it != choices->end()) return it->second;
   }
   const SmallM pick = time_small_m(t, a, b, M, N, K);
-  if (pick == SmallM::kAuto) return SmallM::kGemv;  // the GEMV declines this call's layout: cuBLASLt runs
   std::lock_guard lock(mutex);
   return choices->emplace(key, pick).first->second;
 }
@@ -365,6 +360,7 @@ void Matmul::eval_gpu(const std::vector<array>& inputs, array& out) {
     ob = {pb, false, N, K * N};
   }
   if (batch == 1 && M <= 8 && !is_complex(t) && ob.transposed && !oa.transposed &&
+      cuda::gemv_covers(t, oa.ptr, oa.ld, ob.ptr, ob.ld, M, K) &&
       cuda::choose_small_m(t, oa, ob, M, N, K) == cuda::SmallM::kGemv &&
       cuda::gemv(t, oa.ptr, oa.ld, ob.ptr, ob.ld, pc, M, N, K)) {
     return;
