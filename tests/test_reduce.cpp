@@ -269,6 +269,19 @@ const ReduceOp& reduce_op(const std::string& name) {
                      return tolerance(out) * std::fabs(want) + 4.0 * acc_eps(g.size()) * sq / (g.size() - 1.0);
                    },
                    float_dtype, kNumericDtypes, default_gen});
+      // std = sqrt(var): var's error over 2 std, plus the rounding of the result.
+      v.push_back({ddof ? "std_ddof1" : "std",
+                   [ddof](const array& a, const std::vector<int>& ax, bool k) { return kiln::std(a, ax, k, ddof); },
+                   [ddof](const array& a, int ax, bool k) { return kiln::std(a, ax, k, ddof); },
+                   [ddof](const array& a, bool k) { return kiln::std(a, k, ddof); },
+                   [ddof](const std::vector<double>& g) { return std::sqrt(ref_var(g, ddof)); },
+                   [](const std::vector<double>& g, double want, Dtype out) {
+                     double sq = 0;
+                     for (double x : g) sq += x * x;
+                     const double var_err = 4.0 * acc_eps(g.size()) * sq / (g.size() - 1.0);
+                     return tolerance(out) * std::fabs(want) + var_err / (2.0 * std::max(want, 1e-3)) + var_err;
+                   },
+                   float_dtype, kNumericDtypes, default_gen});
     }
     return v;
   }();
@@ -347,6 +360,25 @@ TEST(ReduceTest, Prod) { check_reduce_op("prod"); }
 TEST(ReduceTest, Logsumexp) { check_reduce_op("logsumexp"); }
 TEST(ReduceTest, Var) { check_reduce_op("var"); }
 TEST(ReduceTest, VarDdof1) { check_reduce_op("var_ddof1"); }
+TEST(ReduceTest, Std) { check_reduce_op("std"); }
+TEST(ReduceTest, StdDdof1) { check_reduce_op("std_ddof1"); }
+
+// MLX's std: sqrt(var) for every overload, numpy's values (np.std).
+TEST(ReduceTest, StdMatchesNumpy) {
+  array x = array(std::vector<float>{1, 2, 3, 4, 10, 20}, Shape{2, 3});
+  EXPECT_TRUE(all_close(kiln::std(x), {6.6248690}, 1e-6));                    // np.std(x)
+  EXPECT_TRUE(all_close(kiln::std(x, 0), {1.5, 4.0, 8.5}, 1e-6));             // np.std(x, 0)
+  EXPECT_TRUE(all_close(kiln::std(x, 1, false, 1), {1.0, 8.0829038}, 1e-6));  // ddof=1
+  array k = kiln::std(x, std::vector<int>{1}, true);
+  EXPECT_EQ(k.shape(), (Shape{2, 1}));
+  EXPECT_TRUE(all_close(k, {0.81649658, 6.5996633}, 1e-5));
+  array i = kiln::std(array(std::vector<int32_t>{1, 3}, Shape{2}), false, 0);
+  EXPECT_EQ(i.dtype(), float32);
+  EXPECT_TRUE(all_close(i, {1.0}, 1e-6));
+  // ddof >= the count: numpy gives inf (nan for a zero sum of squares).
+  array one = kiln::std(array(std::vector<float>{2.0f, 4.0f}, Shape{2}), false, 2);
+  EXPECT_TRUE(std::isinf(one.item<float>()));
+}
 
 TEST(ReduceTest, IntegerDtypes) {
   array a = array(std::vector<int32_t>{1, 2, 4, 7}, Shape{2, 2});

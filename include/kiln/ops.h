@@ -250,6 +250,13 @@ array var(const array& a, const std::vector<int>& axes, bool keepdims = false, i
 array var(const array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
 array var(const array& a, bool keepdims, int ddof = 0, StreamOrDevice s = {});
 array var(const array& a, StreamOrDevice s = {});
+// The standard deviation, sqrt(var(...)) with var's axes, keepdims and ddof
+// (MLX's `std`). Call it qualified, kiln::std(x): unqualified, `std` names
+// the C++ standard library's namespace.
+array std(const array& a, const std::vector<int>& axes, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+array std(const array& a, int axis, bool keepdims = false, int ddof = 0, StreamOrDevice s = {});
+array std(const array& a, bool keepdims, int ddof = 0, StreamOrDevice s = {});
+array std(const array& a, StreamOrDevice s = {});
 // Index (uint32) of the first extreme value along axis; without an axis,
 // over the flattened array.
 array argmax(const array& a, int axis, bool keepdims = false, StreamOrDevice s = {});

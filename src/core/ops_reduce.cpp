@@ -145,6 +145,15 @@ array var(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
 array var(const array& a, bool keepdims, int ddof, StreamOrDevice s) { return var(a, all_axes(a), keepdims, ddof, s); }
 array var(const array& a, StreamOrDevice s) { return var(a, false, 0, s); }
 
+array std(const array& a, const std::vector<int>& axes, bool keepdims, int ddof, StreamOrDevice s) {
+  return sqrt(var(a, axes, keepdims, ddof, s), s);
+}
+array std(const array& a, int axis, bool keepdims, int ddof, StreamOrDevice s) {
+  return sqrt(var(a, axis, keepdims, ddof, s), s);
+}
+array std(const array& a, bool keepdims, int ddof, StreamOrDevice s) { return sqrt(var(a, keepdims, ddof, s), s); }
+array std(const array& a, StreamOrDevice s) { return sqrt(var(a, s), s); }
+
 array logsumexp(const array& a, const std::vector<int>& axes_in, bool keepdims, StreamOrDevice s) {
   std::vector<int> axes = normalize_axes(axes_in, a.ndim(), "logsumexp", a);
   Stream st = to_stream(s);

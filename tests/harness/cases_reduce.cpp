@@ -59,6 +59,7 @@ double fold_var(const Group& g) {
   for (double x : g) s += (x - m) * (x - m);
   return s / static_cast<double>(g.size());
 }
+double fold_std(const Group& g) { return std::sqrt(fold_var(g)); }
 double fold_prod(const Group& g) {
   double p = 1;
   for (double x : g) p *= x;
@@ -95,6 +96,10 @@ array var0(const array& a, const std::vector<int>& axes, bool keepdims, StreamOr
   return var(a, axes, keepdims, 0, s);
 }
 array var0_all(const array& a, bool keepdims, StreamOrDevice s) { return var(a, keepdims, 0, s); }
+array std0(const array& a, const std::vector<int>& axes, bool keepdims, StreamOrDevice s) {
+  return kiln::std(a, axes, keepdims, 0, s);
+}
+array std0_all(const array& a, bool keepdims, StreamOrDevice s) { return kiln::std(a, keepdims, 0, s); }
 
 const std::vector<Dtype> kFloats = {float32, float16, bfloat16, float64};
 const std::vector<Dtype> kFloatsInt = {float32, float16, bfloat16, float64, int32};
@@ -112,6 +117,7 @@ const ReduceSpec kReduce[] = {
     {"any", "Reduce:any", any, any, fold_any, 0, 1, false, true, {bool_, float32}},
     {"mean", "Reduce:sum", mean, mean, fold_mean, -2, 2, true, false, kFloatsInt},
     {"var", "Reduce:sum", var0, var0_all, fold_var, -2, 2, true, false, kFloats},
+    {"std", "Reduce:sum", std0, std0_all, fold_std, -2, 2, true, false, kFloats},
     {"logsumexp", "Reduce:max", logsumexp, logsumexp, fold_lse, -3, 3, true, false, kFloats},
 };
 
@@ -123,6 +129,13 @@ struct AxesCase {
 const AxesCase kAxes[] = {
     {{3, 5}, {1}, false}, {{2, 3, 4}, {0, 2}, true}, {{2, 3, 4}, {}, false}, {{7}, {-1}, false}, {{5, 1, 3}, {1}, false},
     {{37, 129}, {1}, false}, {{37, 129}, {0}, false}};
+// How many values each output reduces.
+int64_t reduced_count(const AxesCase& ac) {
+  if (ac.axes.empty()) return test::numel(ac.shape);
+  int64_t n = 1;
+  for (int a : ac.axes) n *= ac.shape[a < 0 ? a + static_cast<int>(ac.shape.size()) : a];
+  return n;
+}
 // Reductions of and to empty arrays (for the ops with an identity).
 const AxesCase kEmpty[] = {{{0, 3}, {1}, false}, {{0, 3}, {0}, true}};
 
@@ -194,6 +207,12 @@ void register_reduce() {
       c.dtypes = r.dtypes;
       c.diff = {0};
       c.grad2 = r.diff;
+      // The std of one value is 0, where sqrt has no derivative (nan, as MLX's).
+      if (std::string(r.name) == "std" && reduced_count(ac) == 1) {
+        c.diff = {};
+        c.grad2 = false;
+        c.name += " (no derivative: one value)";
+      }
       // Sums of bfloat16 round each partial to 8 bits.
       c.rtol_scale = 2.0;
       add(std::move(c));
