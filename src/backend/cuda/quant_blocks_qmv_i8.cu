@@ -65,6 +65,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/cuda_common.h"
 #include "backend/cuda/kernel_utils.cuh"
 #include "backend/cuda/quantized_qmv.cuh"
@@ -380,26 +381,6 @@ __global__ void __launch_bounds__(kThreads, 2) qmv_i8_kernel(const T* __restrict
 // 4096-wide matrices, a CTA's whole share) are requested before the kernel
 // ahead of it has finished.
 
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bulk_fetch(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_addr(dst)),
-      "l"(src), "r"(bytes), "r"(smem_addr(bar))
-      : "memory");
-}
-__device__ __forceinline__ void bulk_wait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done) {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done)
-                 : "r"(smem_addr(bar)), "r"(parity)
-                 : "memory");
-  }
-}
-
 // Items of the bulk kernel: 256 weights each (8 Q8_0 blocks: 272 bytes).
 template <BlockFormat F>
 constexpr int bulk_item_bytes() {
@@ -424,14 +405,14 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
   const int chunks = (r1 - r0 + rows_per_chunk - 1) / rows_per_chunk;
   auto fetch = [&](int c) {  // chunk c into its stage
     const int first = r0 + c * rows_per_chunk, n = min(rows_per_chunk, r1 - first);
-    bulk_fetch(ring + static_cast<size_t>(c % stages) * chunk_bytes, w + first * row_bytes,
-               static_cast<uint32_t>(n * row_bytes), &full[c % stages]);
+    bulk::fetch(ring + static_cast<size_t>(c % stages) * chunk_bytes, w + first * row_bytes,
+                static_cast<uint32_t>(n * row_bytes), &full[c % stages]);
   };
   if (threadIdx.x == 0) {
     for (int i = 0; i < stages; ++i) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(&full[i])) : "memory");
+      bulk::init_barrier(&full[i]);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    bulk::fence_barrier_init();
     if (w_early) {
       for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
     }
@@ -453,7 +434,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
 
   const int g = threadIdx.x / TPR, h = threadIdx.x % TPR;
   for (int c = 0; c < chunks; ++c) {
-    bulk_wait(&full[c % stages], (c / stages) & 1);
+    bulk::wait(&full[c % stages], (c / stages) & 1);
     const uint8_t* chunk = ring + static_cast<size_t>(c % stages) * chunk_bytes;
     const int first = r0 + c * rows_per_chunk, n = min(rows_per_chunk, r1 - first);
     for (int p = 0; p < (n + G - 1) / G; ++p) {  // uniform over the CTA: every lane reaches the shuffles
@@ -478,30 +459,10 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
     }
     __syncthreads();  // every lane is done with this stage
     if (threadIdx.x == 0 && c + stages < chunks) {
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+      bulk::fence_before_refill();
       fetch(c + stages);
     }
   }
-}
-
-// Launches with programmatic dependent launch (the kernel's CTAs may start
-// while the one ahead in the stream finishes; they griddepcontrol.wait
-// before reading its outputs); false, the error cleared, when it fails.
-template <typename... Params, typename... Args>
-bool launch_early(void (*kernel)(Params...), int ctas, int threads, size_t smem, cudaStream_t st, Args... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-  cfg.blockDim = dim3(static_cast<unsigned>(threads));
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = st;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...) == cudaSuccess) return true;
-  cudaGetLastError();
-  return false;
 }
 
 // Resident CTAs per SM of a kernel at a shared-memory size (asked once per
@@ -532,7 +493,7 @@ bool launch_tpr(const T* x, const uint8_t* w, T* y, int N, int K, bool w_early, 
   if (per_sm <= 0) return false;
   const int tasks = (N + 32 / TPR - 1) / (32 / TPR);
   const int ctas = std::min((tasks + kThreads / 32 - 1) / (kThreads / 32), per_sm * std::max(device_sm_count(), 1));
-  return launch_early(kernel, ctas, kThreads, smem, st, x, w, y, N, K, w_early);
+  return bulk::launch_early(kernel, ctas, kThreads, smem, st, x, w, y, N, K, w_early);
 }
 
 // Lanes per row: the most (up to one lane per 256 weights) whose tasks the
@@ -589,7 +550,7 @@ bool launch_bulk_tpr(const XSource<T>& x, const uint8_t* w, T* y, int N, int K, 
       granted = 227 * 1024;
     }
   }
-  return launch_early(kernel, ctas, kBulkThreads, smem, st, x, w, y, N, K, rows, stages, w_early);
+  return bulk::launch_early(kernel, ctas, kBulkThreads, smem, st, x, w, y, N, K, rows, stages, w_early);
 }
 
 // Lanes per row: enough for one item each (K / 256 items), 8 to 32.
