@@ -57,6 +57,26 @@ __device__ __forceinline__ void wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// A streaming kernel's start: thread 0 initializes the `stages` barriers
+// and requests the first min(stages, chunks) chunks (fetch(c) for chunk c)
+// before griddepcontrol.wait when w_early (no kernel ahead writes the
+// weights), after it otherwise. Every thread returns past the wait; a
+// __syncthreads must come before any thread waits on a barrier.
+template <typename Fetch>
+__device__ __forceinline__ void start_ring(uint64_t* full, int stages, int chunks, bool w_early, Fetch&& fetch) {
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < stages; ++i) init_barrier(&full[i]);
+    fence_barrier_init();
+    if (w_early) {
+      for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
+    }
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  if (threadIdx.x == 0 && !w_early) {
+    for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
+  }
+}
+
 // Launches with programmatic dependent launch (the kernel's CTAs may start
 // while the one ahead in the stream finishes; they griddepcontrol.wait
 // before reading its outputs); false, the error cleared, when it fails.

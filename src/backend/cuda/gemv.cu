@@ -233,17 +233,7 @@ __global__ void __launch_bounds__(kBulkWarps * 32, 1)
                  bar);
     }
   };
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i) bulk::init_barrier(&full[i]);
-    bulk::fence_barrier_init();
-    if (w_early) {
-      for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
-    }
-  }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (threadIdx.x == 0 && !w_early) {
-    for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
-  }
+  bulk::start_ring(full, stages, chunks, w_early, fetch);
   __syncthreads();  // publishes the barriers' initialization
   allow_dependents();
 

@@ -408,19 +408,7 @@ __global__ void __launch_bounds__(kBulkThreads, 1)
     bulk::fetch(ring + static_cast<size_t>(c % stages) * chunk_bytes, w + first * row_bytes,
                 static_cast<uint32_t>(n * row_bytes), &full[c % stages]);
   };
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < stages; ++i) {
-      bulk::init_barrier(&full[i]);
-    }
-    bulk::fence_barrier_init();
-    if (w_early) {
-      for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
-    }
-  }
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (threadIdx.x == 0 && !w_early) {
-    for (int c = 0; c < min(stages, chunks); ++c) fetch(c);
-  }
+  bulk::start_ring(full, stages, chunks, w_early, fetch);
   float inv = 0.f;
   if constexpr (Kind == XSource<T>::kAddRmsNorm) inv = rms_inverse(src, K, blockIdx.x == 0);
   for (int b = threadIdx.x; b < K / 32; b += kBulkThreads) {
