@@ -450,27 +450,19 @@ TEST_F(Gpu, Matmul) {
   }
 }
 
-// The decode GEMV's tensor-core kernels (bf16, fp16), forced (matmul
-// otherwise takes the faster of the GEMV and cuBLASLt): the bulk-copy one
-// and the register-pipelined one. Every M up to 8, K that ends mid-chunk
-// and mid-slice (the bulk kernel's 1024 columns), N that ends mid-tile with
-// CTAs of several row tiles and more tiles than stages, x rows with a
-// stride beyond K, and K % 8 != 0 (which leaves the GEMV for cuBLASLt).
+// The decode GEMV's tensor-core path (bf16, fp16), forced (matmul otherwise
+// takes the faster of the GEMV and cuBLASLt): every M up to 8, K that ends
+// mid-chunk, N that ends mid-tile, x rows with a stride beyond K, and K % 8
+// != 0 (which leaves the GEMV for cuBLASLt).
 TEST_F(Gpu, GemvDecode) {
   struct Case { int k, n; };
 #ifdef KILN_HAS_CUDA
   struct Reset {
-    ~Reset() {
-      cuda::set_small_m_override(-1);
-      cuda::set_gemv_bulk_override(-1);
-    }
+    ~Reset() { cuda::set_small_m_override(-1); }
   } reset;
   cuda::set_small_m_override(1);
-  for (int bulk : {1, 0}) {
-    cuda::set_gemv_bulk_override(bulk);
-#else
-  for (int bulk : {1}) {
 #endif
+  {
     for (Dtype t : {bfloat16, float16}) {
       for (Case c : {Case{8, 1}, Case{24, 17}, Case{4104, 4100}, Case{2056, 33}, Case{1001, 40}}) {
         array W = random_array({c.n, c.k}, t, -1, 1);
@@ -478,8 +470,7 @@ TEST_F(Gpu, GemvDecode) {
           array x = random_array({m, c.k}, t, -1, 1);
           array xs = slice(random_array({m, c.k + 8}, t, -1, 1), {0, 0}, {m, c.k});
           const std::string what = std::string(dtype_name(t)) + " m=" + std::to_string(m) +
-                                   " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) +
-                                   " bulk=" + std::to_string(bulk);
+                                   " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n);
           const double tol = tol_for(t) * 4;
           expect_same([&](StreamOrDevice s) { return matmul(x, transpose(W), s); }, tol, "gemv " + what);
           expect_same([&](StreamOrDevice s) { return matmul(xs, transpose(W), s); }, tol, "gemv strided x " + what);

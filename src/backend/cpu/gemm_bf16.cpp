@@ -107,7 +107,7 @@ void gemm_bf16(const GemmArgs& args, Dtype out_dtype) {
   if (t >= CpuTarget::avx512_bf16 && try_gemv_bf16_dot(args, out_bf16)) return;
   if (t >= CpuTarget::avx512 && try_gemv_avx512(args, true, true, out_bf16)) return;
   if (t == CpuTarget::amx_bf16) {
-    run_blocked_gemm(args, bf16_amx_spec(), out_bf16);
+    run_amx_gemm(args, out_bf16);
   } else if (t == CpuTarget::avx512_bf16) {
     const bool small_m = prefer_small_m_tile(args.M, args.N);
     run_blocked_gemm(args, small_m ? bf16_dot_avx512_small_m_spec() : bf16_dot_avx512_spec(), out_bf16);

@@ -4,9 +4,11 @@
 // accumulator tiles (tmm0-3, 16 rows x 16 fp32 each). Per 32-wide slice of K
 // it loads two A tiles (tmm4-5: 16 rows x 32 bf16) and two B tiles
 // (tmm6-7: 16 k-pairs x 16 columns x 2 bf16) and issues four tdpbf16ps;
-// each A and B tile feeds two products. On the development VM this runs at
-// ~390 GFLOP/s per core from L1, against ~105 for fp32 FMAs and ~52 for
-// vdpbf16ps (which Intel cores execute at a quarter of the FMA rate).
+// each A and B tile feeds two products. On a 2-vCPU Xeon (2026-12-07) the
+// tile unit peaks at ~3.5 TFLOP/s per core (no memory traffic); this loop
+// ran at ~2.5 with its panels in L1 (KC = 256), 1.7 at KC = 512 (64 KB of
+// panels, past L1) and 1.5 from L2, against ~0.23 for fp32 FMAs and ~0.12
+// for vdpbf16ps (which Intel cores execute at a quarter of the FMA rate).
 //
 // Packed layouts (K padded with zeros to a multiple of 32):
 //  A micro-panel: [K/32][32 rows][32 k] bf16 - each A tile is 16 rows of
@@ -14,11 +16,27 @@
 //  B micro-panel: [K/2 pairs][32 columns][2 k] - the same VNNI pair layout
 //                 as the vdpbf16ps kernel; B tile j is columns 16j..16j+15,
 //                 rows of 64 bytes at stride 128.
+//
+// The driver (run_amx_gemm) is not the shared GotoBLAS loop nest. A 2 x 2
+// tile step needs 4 KB of tile loads per 64 TMUL cycles, so the kernel runs
+// at its L1 / L2 speed only if the B micro-panel stays in L1 (KC = 256: 16
+// KB) while A streams from L2; and at KC = 256 the C tile is read and
+// written every 512 cycles, which the shared driver sends to L3 / DRAM (its
+// C block is all of a thread's columns). Measured on a 2-vCPU Xeon (AMX
+// peak ~3.5 TFLOP/s per core): the kernel alone 2.3-2.5 TFLOP/s per core
+// from L1 / L2, the shared driver 0.7-0.75 per core. So A and B are packed
+// whole first (panels of all of K; B in column chunks of at most ~8 MB),
+// then each thread walks C in blocks of kMb x kNb fp32 that stay in its L2
+// over the whole K loop, with the B micro-panel reused over the block's A
+// panels from L1. A bf16 C is rounded per block from an L2-resident fp32
+// block.
 #include <immintrin.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <new>
 
-#include "backend/cpu/gemm_avx512_store.h"
 #include "backend/cpu/gemm_internal.h"
 #include "backend/cpu/gemm_packing.h"
 
@@ -54,14 +72,24 @@ KILN_TARGET_AMX void amx_thread_begin() {
 
 KILN_TARGET_AMX void amx_thread_end() { _tile_release(); }
 
-KILN_TARGET_AMX void kernel_bf16_amx_32x32(int64_t kc_padded, const void* a_v, const void* b_v, void* c_v,
-                                           int64_t ldc, int mr, int nr, int mode) {
-  const char* a = static_cast<const char*>(a_v);
-  const char* b = static_cast<const char*>(b_v);
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+// C[32 x 32] (fp32, leading dimension ldc) = or += the product of one A and
+// one B micro-panel over kc_padded k. C goes straight between memory and the
+// accumulator tiles (a tile store read back by vector loads waits for the
+// store to reach L1). The panels are zero past M, N and K, so every tile is
+// whole; the caller's C block has room for it.
+KILN_TARGET_AMX void kernel_bf16_amx_32x32(int64_t kc_padded, const char* a, const char* b, float* c, int64_t ldc,
+                                           bool accumulate) {
+  if (accumulate) {
+    _tile_loadd(0, c, ldc * 4);
+    _tile_loadd(1, c + 16, ldc * 4);
+    _tile_loadd(2, c + 16 * ldc, ldc * 4);
+    _tile_loadd(3, c + 16 * ldc + 16, ldc * 4);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
   const int64_t kblocks = kc_padded / kKAlign;
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const char* ak = a + kb * (kMr * kKAlign * 2);
@@ -75,25 +103,15 @@ KILN_TARGET_AMX void kernel_bf16_amx_32x32(int64_t kc_padded, const void* a_v, c
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  alignas(64) float tile[kMr][kNr];
-  _tile_stored(0, &tile[0][0], kNr * 4);
-  _tile_stored(1, &tile[0][16], kNr * 4);
-  _tile_stored(2, &tile[16][0], kNr * 4);
-  _tile_stored(3, &tile[16][16], kNr * 4);
-
-  const int64_t cbytes = mode == kStoreBf16 ? 2 : 4;
-  char* c = static_cast<char*>(c_v);
-  __mmask16 m0, m1;
-  half_masks(nr, &m0, &m1);
-  for (int i = 0; i < mr; ++i) {
-    char* row = c + i * ldc * cbytes;
-    store_tile_segment(row, _mm512_load_ps(tile[i]), m0, mode);
-    if (m1) store_tile_segment(row + 16 * cbytes, _mm512_load_ps(tile[i] + 16), m1, mode);
-  }
+  _tile_stored(0, c, ldc * 4);
+  _tile_stored(1, c + 16, ldc * 4);
+  _tile_stored(2, c + 16 * ldc, ldc * 4);
+  _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
 }
 
 // A rows as [K/32][32 rows][32 k]; zero rows past len, zero k past klen.
-void pack_amx_a(const void* src_v, int64_t line_stride, int64_t k_stride, int64_t len, int64_t klen, void* dst_v) {
+KILN_TARGET_AMX void pack_amx_a(const void* src_v, int64_t line_stride, int64_t k_stride, int64_t len, int64_t klen,
+                                void* dst_v) {
   const uint16_t* src = static_cast<const uint16_t*>(src_v);
   uint16_t* dst = static_cast<uint16_t*>(dst_v);
   const int64_t kpad = (klen + kKAlign - 1) / kKAlign * kKAlign;
@@ -106,7 +124,9 @@ void pack_amx_a(const void* src_v, int64_t line_stride, int64_t k_stride, int64_
         continue;
       }
       const uint16_t* s = src + r * line_stride + kb * k_stride;
-      if (k_stride == 1) {
+      if (k_stride == 1 && kn == kKAlign) {
+        _mm512_store_si512(d, _mm512_loadu_si512(s));
+      } else if (k_stride == 1) {
         std::memcpy(d, s, kn * 2);
       } else {
         for (int64_t k = 0; k < kn; ++k) d[k] = s[k * k_stride];
@@ -123,14 +143,132 @@ void pack_amx_b(const void* src, int64_t line_stride, int64_t k_stride, int64_t 
   std::memset(static_cast<uint32_t*>(dst) + kpairs * kNr, 0, (kpairs_pad - kpairs) * kNr * 4);
 }
 
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// The packed operands and C blocks of one call, kept by the calling thread
+// for the next: 16 MB of fresh pages per 2048^3 product cost ~2 ms of page
+// faults, ~40% of the product itself. Held up to 256 MB.
+class Scratch {
+ public:
+  char* get(size_t bytes) {
+    if (bytes > cap_) {
+      ptr_.reset(static_cast<char*>(std::aligned_alloc(4096, round_up(bytes, 4096))));
+      if (!ptr_) throw std::bad_alloc();
+      cap_ = bytes;
+    }
+    return ptr_.get();
+  }
+  void trim() {
+    if (cap_ > (size_t{256} << 20)) {
+      ptr_.reset();
+      cap_ = 0;
+    }
+  }
+
+ private:
+  std::unique_ptr<char, FreeDeleter> ptr_;
+  size_t cap_ = 0;
+};
+
 }  // namespace
 
-// Block sizes (K in bf16 elements): A and B micro-panels are 32 x KC x 2 B
-// = 32 KB each at KC=512; the A block (MC x KC) stays in L2.
-const KernelSpec& bf16_amx_spec() {
-  static const KernelSpec s{"bf16_amx_32x32", kMr, kNr, 512, 32 * 12, 4096, kKAlign, 2, 2,
-                            kernel_bf16_amx_32x32, pack_amx_a, pack_amx_b, amx_thread_begin, amx_thread_end};
-  return s;
+void run_amx_gemm(const GemmArgs& g, bool out_bf16) {
+  // Blocks (2048^3 on the Xeon, 2 threads, ms: KC 128 / 256 / 384 / 512 with
+  // 256 x 512 C blocks 8.9 / 9.1 / 9.9 / 9.3; 256 x 256 9.2, 512 x 256 8.8,
+  // which also won at 4096^3 and 512 x 4096 x 14336 by 4-9%).
+  constexpr int64_t kKc = 256, kMb = 512, kNb = 256, kChunkBytes = int64_t{8} << 20;
+  const int64_t M = g.M, N = g.N, K = g.K;
+  if (K <= 0) {
+    const size_t es = out_bf16 ? 2 : 4;
+    for (int64_t i = 0; i < M; ++i) std::memset(static_cast<char*>(g.C) + i * g.ldc * es, 0, N * es);
+    return;
+  }
+  const int64_t kp = round_up(K, kKAlign);
+  const int64_t panel_bytes = kp * kMr * 2;  // one packed A or B micro-panel over all of K
+  const int64_t mpanels = ceil_div(M, kMr);
+  // Columns per chunk of packed B: a multiple of the C block's width.
+  const int64_t nchunk = std::min(round_up(N, kNr), std::max(kNb, kChunkBytes / (kp * 2) / kNb * kNb));
+  const int nt = useful_threads(g.threads, 2.0 * M * N * K);
+  const int64_t a_bytes = round_up(mpanels * panel_bytes, 4096),
+                b_bytes = round_up(ceil_div(nchunk, kNr) * panel_bytes, 4096);
+  // Each thread's C block, rows 64 bytes past a multiple of 4 KB apart: a tile's 16 rows at a C
+  // stride of 8 KB (N = 2048 floats) fall in one L1 set and evict each other.
+  const int64_t ldw = kNb + 16;
+  thread_local Scratch scratch;
+  char* const a_pack = scratch.get(a_bytes + b_bytes + nt * kMb * ldw * 4);
+  char* const b_pack = a_pack + a_bytes;
+  char* const c_ws = b_pack + b_bytes;
+  const char* A = static_cast<const char*>(g.A);
+  const char* B = static_cast<const char*>(g.B);
+  const int64_t cbytes = out_bf16 ? 2 : 4;
+
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    const int threads = omp_get_num_threads(), tid = omp_get_thread_num();
+    amx_thread_begin();
+    int64_t p0, p1;
+    split_range(mpanels, threads, tid, &p0, &p1);
+    for (int64_t p = p0; p < p1; ++p) {
+      pack_amx_a(A + p * kMr * g.a_row_stride * 2, g.a_row_stride, g.a_col_stride, std::min<int64_t>(kMr, M - p * kMr),
+                 K, a_pack + p * panel_bytes);
+    }
+    for (int64_t jc = 0; jc < N; jc += nchunk) {
+      const int64_t nc = std::min(nchunk, N - jc), npanels = ceil_div(nc, kNr);
+      split_range(npanels, threads, tid, &p0, &p1);
+      for (int64_t q = p0; q < p1; ++q) {
+        const int64_t n0 = jc + q * kNr;
+        pack_amx_b(B + n0 * g.b_col_stride * 2, g.b_col_stride, g.b_row_stride, std::min<int64_t>(kNr, N - n0), K,
+                   b_pack + q * panel_bytes);
+      }
+#pragma omp barrier
+      // C blocks of this chunk, dealt out in order (each a kMb x kNb fp32
+      // block that stays in this core's L2 over the whole K loop).
+      // Small products: narrower blocks until every thread has two.
+      int64_t mbk = kMb, nbk = kNb;
+      while (ceil_div(M, mbk) * ceil_div(nc, nbk) < 2 * threads && (mbk > kMr || nbk > kNr)) {
+        if (mbk >= nbk && mbk > kMr) {
+          mbk /= 2;
+        } else {
+          nbk /= 2;
+        }
+      }
+      const int64_t mblocks = ceil_div(M, mbk), nblocks = ceil_div(nc, nbk);
+      split_range(mblocks * nblocks, threads, tid, &p0, &p1);
+      for (int64_t blk = p0; blk < p1; ++blk) {
+        const int64_t m0 = blk / nblocks * mbk, n0 = blk % nblocks * nbk;
+        const int64_t mb = std::min(mbk, M - m0), nb = std::min(nbk, nc - n0);
+        char* c_out = static_cast<char*>(g.C) + (m0 * g.ldc + jc + n0) * cbytes;
+        float* c = reinterpret_cast<float*>(c_ws) + tid * kMb * ldw;
+        for (int64_t pc = 0; pc < kp; pc += kKc) {
+          const int64_t kc = std::min(kKc, kp - pc);
+          for (int64_t j = 0; j < nb; j += kNr) {
+            const char* bp = b_pack + (n0 + j) / kNr * panel_bytes + pc * kNr * 2;
+            for (int64_t i = 0; i < mb; i += kMr) {
+              // Whole tiles: the packed panels are zero past M and N, and the block has room.
+              const char* ap = a_pack + (m0 + i) / kMr * panel_bytes + pc * kMr * 2;
+              kernel_bf16_amx_32x32(kc, ap, bp, c + i * ldw + j, ldw, pc > 0);
+            }
+          }
+        }
+        for (int64_t i = 0; i < mb; ++i) {
+          if (out_bf16) {
+            auto* dst = reinterpret_cast<bfloat16_t*>(c_out) + i * g.ldc;
+            for (int64_t j = 0; j < nb; ++j) dst[j] = bfloat16_t(c[i * ldw + j]);
+          } else {
+            std::memcpy(c_out + i * g.ldc * 4, c + i * ldw, nb * 4);
+          }
+        }
+      }
+#pragma omp barrier
+    }
+    amx_thread_end();
+  }
+  scratch.trim();
 }
 
 }  // namespace kiln::cpu::gemm_detail

@@ -63,7 +63,9 @@ const KernelSpec& bf16_to_f32_avx2_spec();
 const KernelSpec& bf16_dot_avx512_spec();  // bf16 sources, vdpbf16ps 14x32 kernel
 const KernelSpec& f32_avx512_small_m_spec();      // the 8x48 tiles of both, for small M
 const KernelSpec& bf16_dot_avx512_small_m_spec();
-const KernelSpec& bf16_amx_spec();         // bf16 sources, AMX tiles, 32x32 (gemm_bf16_amx.cpp)
+// The AMX GEMM with its own driver (gemm_bf16_amx.cpp: A and B packed whole,
+// C in L2-sized blocks over all of K).
+void run_amx_gemm(const GemmArgs& g, bool out_bf16);
 
 // Whether C[M, N] goes faster in 8 x 48 tiles than in 14 x 32 ones. Per
 // FMA the two (24 FMAs per 3 B loads, 28 per 2) ran within ~2% of each

@@ -3,8 +3,7 @@
 // (matmul(x, transpose(w)) gives b with row stride 1). The weights must be
 // read once at full bandwidth, whatever M is.
 //
-// bf16 / fp16 (gemv_mma; gemv_bulk below streams the rows through the copy
-// engine instead, opt-in): a block owns 16 rows of w and its 8 warps split K;
+// bf16 / fp16 (gemv_mma): a block owns 16 rows of w and its 8 warps split K;
 // each 16-byte load of w feeds the tensor cores (mma m16n8k16: the 16 rows
 // of w times the M <= 8 rows of x as the 8 columns), so every weight is
 // loaded and converted once for all M rows of x, and the FMAs cost nothing.
@@ -15,11 +14,6 @@
 //
 // float32 (gemv_rows): a warp per row of w, 16-byte loads, the M dot
 // products reduced with warp shuffles; x stays in L1/L2.
-#include <algorithm>
-#include <atomic>
-#include <cstdlib>
-
-#include "backend/cuda/bulk_copy.cuh"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/kernel_utils.cuh"
 
@@ -184,170 +178,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gemv_mma(const T* __restrict__
   if (row1 && m + 1 < M) y[(m + 1) * N + n0 + g + 8] = static_cast<T>(s[3]);
 }
 
-// ---- bf16 / fp16 through the copy engine (gemv_bulk, opt-in: below) ----
-// Why: on the H200 gemv_mma reaches 0.82-0.87 of the copy bandwidth at
-// 4096 x 14336 and 8192^2 (session 35), and its grid (a block per 16 rows,
-// ~2 resident per SM) ends in a partial wave: 896 blocks for 14336 rows are
-// 3.4 waves on 132 SMs. The block QMV gained 5-20% from the same change
-// (quant_blocks_qmv_i8.cu, qmv_bulk_kernel). Here one CTA per SM takes a contiguous
-// range of rows (split to within one row, so every SM streams the same
-// bytes), and thread 0 asks the copy engine (bulk_copy.cuh) for tiles of 16
-// rows x Slice columns, one copy per row, `stages` tiles in flight (~170
-// KB per SM). A tile's rows sit 64 bytes past a multiple of 128 bytes apart,
-// so the two rows a quarter-warp reads are in different banks. The 8 warps
-// split a tile's columns and feed mma_pair as gemv_mma does; x is read
-// through L1. The warps' sums meet in shared memory after a row tile's last
-// slice. With w_early the first tiles are requested before the kernel ahead
-// has finished (programmatic dependent launch).
-constexpr int kBulkWarps = 8, kBulkRows = 16;
-
-template <int Slice, typename T>
-constexpr int bulk_row_stride() {
-  return Slice * static_cast<int>(sizeof(T)) + 64;
-}
-// Barriers, then the warps' sums of two row tiles.
-constexpr int kBulkHead = 128 + 2 * kBulkWarps * 4 * 32 * static_cast<int>(sizeof(float));
-
-template <typename T, bool kHalf, int Slice>
-__global__ void __launch_bounds__(kBulkWarps * 32, 1)
-    gemv_bulk(const T* __restrict__ x, int64_t ldx, const T* __restrict__ w, int64_t ldw, T* __restrict__ y, int M,
-              int N, int K, int stages, bool w_early) {
-  static_assert(Slice % (32 * kBulkWarps) == 0, "a slice is whole 32-column groups for every warp");
-  constexpr int U = Slice / (32 * kBulkWarps), RS = bulk_row_stride<Slice, T>(), TB = kBulkRows * RS;
-  extern __shared__ __align__(128) uint8_t smem[];
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem);  // one barrier per stage (at most 16)
-  float* sums = reinterpret_cast<float*>(smem + 128);  // [tile parity][warp][4][lane]
-  uint8_t* ring = smem + kBulkHead;
-  const int r0 = static_cast<int>(int64_t{N} * blockIdx.x / gridDim.x);
-  const int r1 = static_cast<int>(int64_t{N} * (blockIdx.x + 1) / gridDim.x);
-  const int slices = (K + Slice - 1) / Slice;
-  const int chunks = (r1 - r0 + kBulkRows - 1) / kBulkRows * slices;  // (row tile, slice), slices inner
-  auto fetch = [&](int c) {
-    const int first = r0 + c / slices * kBulkRows, n = min(kBulkRows, r1 - first);
-    const int k0 = c % slices * Slice, kn = min(Slice, K - k0);
-    uint8_t* dst = ring + static_cast<size_t>(c % stages) * TB;
-    uint64_t* bar = &full[c % stages];
-    bulk::expect_bytes(bar, static_cast<uint32_t>(n * kn * sizeof(T)));
-    for (int i = 0; i < n; ++i) {
-      bulk::copy(dst + i * RS, w + static_cast<int64_t>(first + i) * ldw + k0, static_cast<uint32_t>(kn * sizeof(T)),
-                 bar);
-    }
-  };
-  bulk::start_ring(full, stages, chunks, w_early, fetch);
-  __syncthreads();  // publishes the barriers' initialization
-  allow_dependents();
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;  // the fragment's row group and thread in group
-  const bool xrow = g < M;
-  const T* xr = x + (xrow ? g * ldx : 0);  // rows past M read row 0, then use zeros
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  float c[4] = {0.f, 0.f, 0.f, 0.f};
-  for (int ch = 0; ch < chunks; ++ch) {
-    bulk::wait(&full[ch % stages], (ch / stages) & 1);
-    const uint8_t* tile = ring + static_cast<size_t>(ch % stages) * TB;
-    const int k0 = ch % slices * Slice, kn = min(Slice, K - k0);
-    // Rows of a partial tile past r1 hold stale bytes: they only reach
-    // outputs that are not written.
-    uint4 a[U], b[U], v[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int k = (warp + u * kBulkWarps) * 32 + 8 * t;  // kn % 8 == 0: 8 columns are all in or all out
-      const bool in = k < kn;
-      const int kk = in ? k : 0;
-      a[u] = *reinterpret_cast<const uint4*>(tile + g * RS + kk * static_cast<int>(sizeof(T)));
-      b[u] = *reinterpret_cast<const uint4*>(tile + (g + 8) * RS + kk * static_cast<int>(sizeof(T)));
-      v[u] = __ldg(reinterpret_cast<const uint4*>(xr + k0 + kk));
-      if (!in) a[u] = b[u] = zero;
-      if (!(in && xrow)) v[u] = zero;
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) mma_pair<kHalf>(c, a[u], b[u], v[u]);
-    const bool last = ch % slices == slices - 1;
-    // A row tile's sums alternate between two buffers: the next tile's are
-    // written before the barrier that warp 0 reaches only after reading these.
-    float* tsums = sums + (ch / slices % 2) * kBulkWarps * 4 * 32;
-    if (last) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        tsums[(warp * 4 + i) * 32 + lane] = c[i];
-        c[i] = 0.f;
-      }
-    }
-    __syncthreads();  // the stage is read; the sums are written
-    if (threadIdx.x == 0 && ch + stages < chunks) {
-      bulk::fence_before_refill();
-      fetch(ch + stages);
-    }
-    if (last && warp == 0) {
-      float s[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        s[i] = 0.f;
-#pragma unroll
-        for (int j = 0; j < kBulkWarps; ++j) s[i] += tsums[(j * 4 + i) * 32 + lane];
-      }
-      // s0, s1: row g of the tile, x rows 2t and 2t + 1; s2, s3: row g + 8.
-      const int first = r0 + ch / slices * kBulkRows, m = 2 * t;
-      const bool row0 = first + g < r1, row1 = first + g + 8 < r1;
-      if (row0 && m < M) y[static_cast<int64_t>(m) * N + first + g] = static_cast<T>(s[0]);
-      if (row0 && m + 1 < M) y[static_cast<int64_t>(m + 1) * N + first + g] = static_cast<T>(s[1]);
-      if (row1 && m < M) y[static_cast<int64_t>(m) * N + first + g + 8] = static_cast<T>(s[2]);
-      if (row1 && m + 1 < M) y[static_cast<int64_t>(m + 1) * N + first + g + 8] = static_cast<T>(s[3]);
-    }
-  }
-}
-
-// Opt-in until it is measured against gemv_mma on a GPU (written in
-// session 36, when no GPU was lent): KILN_GEMV_BULK=1 takes it for bf16 /
-// fp16; KILN_GEMV_STAGES / KILN_GEMV_SLICE (512, 1024, 2048) set the ring.
-std::atomic<int> bulk_override{-1};
-
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : fallback;
-}
-
-template <typename T, bool kHalf, int Slice>
-bool launch_bulk_slice(const T* x, int64_t ldx, const T* w, int64_t ldw, T* y, int64_t M, int64_t N, int64_t K,
-                       bool w_early, cudaStream_t s) {
-  static const int want_stages = std::clamp(env_int("KILN_GEMV_STAGES", 5), 2, 16);
-  const int sms = std::max(device_sm_count(), 1);
-  const int ctas = static_cast<int>(std::min<int64_t>(sms, (N + kBulkRows - 1) / kBulkRows));
-  const int64_t rows_cta = (N + ctas - 1) / ctas;
-  const int64_t chunks = (rows_cta + kBulkRows - 1) / kBulkRows * ((K + Slice - 1) / Slice);
-  constexpr size_t kMaxSmem = 227 * 1024, TB = size_t{kBulkRows} * bulk_row_stride<Slice, T>();
-  const int stages = static_cast<int>(std::max<int64_t>(
-      1, std::min<int64_t>({want_stages, chunks, static_cast<int64_t>((kMaxSmem - kBulkHead) / TB)})));
-  const size_t smem = kBulkHead + stages * TB;
-  auto kernel = gemv_bulk<T, kHalf, Slice>;
-  static const bool granted = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   static_cast<int>(kMaxSmem)) == cudaSuccess;
-  if (!granted) {
-    cudaGetLastError();
-    return false;
-  }
-  return bulk::launch_early(kernel, ctas, kBulkWarps * 32, smem, s, x, ldx, w, ldw, y, static_cast<int>(M),
-                            static_cast<int>(N), static_cast<int>(K), stages, w_early);
-}
-
 template <typename T, bool kHalf>
-bool launch_bulk(const T* x, int64_t ldx, const T* w, int64_t ldw, T* y, int64_t M, int64_t N, int64_t K, bool w_early,
-                 cudaStream_t s) {
-  static const bool env_on = env_int("KILN_GEMV_BULK", 0) != 0;
-  const int o = bulk_override.load(std::memory_order_relaxed);
-  if (!(o < 0 ? env_on : o == 1)) return false;
-  if (N > INT32_MAX || K > INT32_MAX) return false;
-  static const int slice = env_int("KILN_GEMV_SLICE", 1024);
-  if (slice == 512) return launch_bulk_slice<T, kHalf, 512>(x, ldx, w, ldw, y, M, N, K, w_early, s);
-  if (slice == 2048) return launch_bulk_slice<T, kHalf, 2048>(x, ldx, w, ldw, y, M, N, K, w_early, s);
-  return launch_bulk_slice<T, kHalf, 1024>(x, ldx, w, ldw, y, M, N, K, w_early, s);
-}
-
-template <typename T, bool kHalf>
-void launch_mma(const T* x, int64_t ldx, const T* w, int64_t ldw, T* y, int64_t M, int64_t N, int64_t K, bool w_early,
+void launch_mma(const T* x, int64_t ldx, const T* w, int64_t ldw, T* y, int64_t M, int64_t N, int64_t K,
                 cudaStream_t s) {
-  if (launch_bulk<T, kHalf>(x, ldx, w, ldw, y, M, N, K, w_early, s)) return;
   const unsigned grid = static_cast<unsigned>((N + 15) / 16);
   gemv_mma<T, kHalf><<<grid, kMmaWarps * 32, 0, s>>>(x, ldx, w, ldw, y, static_cast<int>(M), N, K);
 }
@@ -366,24 +199,7 @@ void launch(const T* x, int64_t ldx, const T* w, int64_t ldw, T* y, int64_t M, i
   }
 }
 
-__global__ void scrub_kernel(const uint4* __restrict__ p, size_t n, unsigned* sink) {
-  unsigned acc = 0;
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const uint4 v = __ldcg(p + i);  // normal priority in L2: the reads displace what was there
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u) *sink = acc;  // keeps the loads; never true of the zeroed buffer
-}
-
 }  // namespace
-
-void l2_scrub_by_reading(const void* buf, size_t bytes, cudaStream_t s) {
-  const int sms = std::max(device_sm_count(), 1);
-  scrub_kernel<<<sms * 4, 512, 0, s>>>(static_cast<const uint4*>(buf), bytes / 16,
-                                       static_cast<unsigned*>(const_cast<void*>(buf)));
-  KILN_CUDA_CHECK_LAUNCH("matmul");
-}
 
 bool gemv_covers(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, int64_t M, int64_t K) {
   const size_t item = size_of(t);
@@ -393,10 +209,8 @@ bool gemv_covers(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw
   return aligned16(x) && aligned16(w) && (ldx * item) % 16 == 0 && (ldw * item) % 16 == 0;
 }
 
-void set_gemv_bulk_override(int on) { bulk_override.store(on, std::memory_order_relaxed); }
-
 bool gemv(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, char* y, int64_t M, int64_t N, int64_t K,
-          cudaStream_t s, bool w_early) {
+          cudaStream_t s) {
   if (!gemv_covers(t, x, ldx, w, ldw, M, K)) return false;
   if (!s) s = current_stream();
   if (t == Dtype::float32) {
@@ -405,10 +219,10 @@ bool gemv(Dtype t, const char* x, int64_t ldx, const char* w, int64_t ldw, char*
   } else if (t == Dtype::bfloat16) {
     launch_mma<__nv_bfloat16, false>(reinterpret_cast<const __nv_bfloat16*>(x), ldx,
                                      reinterpret_cast<const __nv_bfloat16*>(w), ldw,
-                                     reinterpret_cast<__nv_bfloat16*>(y), M, N, K, w_early, s);
+                                     reinterpret_cast<__nv_bfloat16*>(y), M, N, K, s);
   } else {
     launch_mma<__half, true>(reinterpret_cast<const __half*>(x), ldx, reinterpret_cast<const __half*>(w), ldw,
-                             reinterpret_cast<__half*>(y), M, N, K, w_early, s);
+                             reinterpret_cast<__half*>(y), M, N, K, s);
   }
   KILN_CUDA_CHECK_LAUNCH("matmul");
   return true;

@@ -256,19 +256,13 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
   // bf16 weights fit the H100's L2, which made back-to-back launches favour
   // the wrong kernel there. The memset leaves dirty lines whose write-back
   // slows both timed kernels by 15-20% (H200), narrowing gaps of a few per
-  // cent (docs/performance.md, session 35). KILN_GEMV_SCRUB=read (for the
-  // lab, not yet measured) scrubs by reading instead, which leaves clean lines.
-  static const bool scrub_read = [] {
-    const char* e = std::getenv("KILN_GEMV_SCRUB");
-    return e && std::string(e) == "read";
-  }();
+  // cent; a scrub by reading would be cleaner (docs/performance.md, session 35).
   int device = 0, l2 = 0;
   KILN_CUDA_CHECK("matmul", cudaGetDevice(&device));
   KILN_CUDA_CHECK("matmul", cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   const size_t scrub_bytes = 2 * static_cast<size_t>(std::max(l2, 1 << 20));
   void* scrub = nullptr;
   KILN_CUDA_CHECK("matmul", cudaMallocAsync(&scrub, scrub_bytes, ts));
-  if (scrub_read) KILN_CUDA_CHECK("matmul", cudaMemsetAsync(scrub, 0, scrub_bytes, ts));
   cudaEvent_t e0, e1;
   KILN_CUDA_CHECK("matmul", cudaEventCreate(&e0));
   KILN_CUDA_CHECK("matmul", cudaEventCreate(&e1));
@@ -277,11 +271,7 @@ SmallM time_small_m(Dtype t, const Operand& a, const Operand& b, int64_t M, int6
   float total[2] = {0.f, 0.f};
   for (int round = 0; round < 5; ++round) {
     for (int which = 0; which < 2; ++which) {
-      if (scrub_read) {
-        l2_scrub_by_reading(scrub, scrub_bytes, ts);
-      } else {
-        KILN_CUDA_CHECK("matmul", cudaMemsetAsync(scrub, round, scrub_bytes, ts));
-      }
+      KILN_CUDA_CHECK("matmul", cudaMemsetAsync(scrub, round, scrub_bytes, ts));
       KILN_CUDA_CHECK("matmul", cudaEventRecord(e0, ts));
       if (which == 0) {
         gemv(t, a.ptr, a.ld, b.ptr, b.ld, y, M, N, K, ts);
@@ -371,17 +361,14 @@ void Matmul::eval_gpu(const std::vector<array>& inputs, array& out) {
     pa = cuda::contiguous_copy(a, pa);
     oa = {pa, false, K, M * K};
   }
-  // The GEMV may load b before the kernel ahead finishes where no kernel of this batch wrote it (not a copy made here).
-  bool w_early = cuda::complete_before_capture(b);
   if (!cuda::describe_operand(b, pb, ob)) {
     pb = cuda::contiguous_copy(b, pb);
     ob = {pb, false, N, K * N};
-    w_early = false;
   }
   if (batch == 1 && M <= 8 && !is_complex(t) && ob.transposed && !oa.transposed &&
       cuda::gemv_covers(t, oa.ptr, oa.ld, ob.ptr, ob.ld, M, K) &&
       cuda::choose_small_m(t, oa, ob, M, N, K) == cuda::SmallM::kGemv &&
-      cuda::gemv(t, oa.ptr, oa.ld, ob.ptr, ob.ld, pc, M, N, K, s, w_early)) {
+      cuda::gemv(t, oa.ptr, oa.ld, ob.ptr, ob.ld, pc, M, N, K)) {
     return;
   }
   cuda::lt_matmul(t, oa, ob, pc, batch, M, N, K, s);
