@@ -38,6 +38,7 @@
 #include <new>
 
 #include "backend/cpu/gemm_internal.h"
+#include "backend/cpu/gemm_pack_avx512.h"
 #include "backend/cpu/gemm_packing.h"
 
 #define KILN_TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16")))
@@ -138,7 +139,7 @@ KILN_TARGET_AMX void pack_amx_a(const void* src_v, int64_t line_stride, int64_t 
 
 // B in the vdpbf16ps pair layout, plus zero pairs up to the 32-k alignment.
 void pack_amx_b(const void* src, int64_t line_stride, int64_t k_stride, int64_t len, int64_t klen, void* dst) {
-  pack_bf16_pair_panel<kNr>(src, line_stride, k_stride, len, klen, dst);
+  pack_bf16_pair_panel_avx512<kNr>(src, line_stride, k_stride, len, klen, dst);
   const int64_t kpairs = (klen + 1) / 2, kpairs_pad = (klen + kKAlign - 1) / kKAlign * kKAlign / 2;
   std::memset(static_cast<uint32_t*>(dst) + kpairs * kNr, 0, (kpairs_pad - kpairs) * kNr * 4);
 }
