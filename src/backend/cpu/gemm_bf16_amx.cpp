@@ -26,10 +26,11 @@
 // peak ~3.5 TFLOP/s per core): the kernel alone 2.3-2.5 TFLOP/s per core
 // from L1 / L2, the shared driver 0.7-0.75 per core. So A and B are packed
 // whole first (panels of all of K; B in column chunks of at most ~8 MB),
-// then each thread walks C in blocks of kMb x kNb fp32 that stay in its L2
-// over the whole K loop, with the B micro-panel reused over the block's A
-// panels from L1. A bf16 C is rounded per block from an L2-resident fp32
-// block.
+// then each thread walks C in blocks of kMb x kNb fp32, in a private buffer
+// with padded rows that stays in its L2 over the whole K loop, with the B
+// micro-panel reused over the block's A panels from L1 and the C tiles
+// loaded into and stored from the accumulators; the block is then copied
+// (fp32) or rounded (bf16) into C once.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -224,8 +225,8 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16) {
   const int nt = useful_threads(g.threads, 2.0 * M * N * K);
   const int64_t a_bytes = round_up(mpanels * panel_bytes, 4096),
                 b_bytes = round_up(ceil_div(nchunk, kNr) * panel_bytes, 4096);
-  // Each thread's C block, rows 64 bytes past a multiple of 4 KB apart: a tile's 16 rows at a C
-  // stride of 8 KB (N = 2048 floats) fall in one L1 set and evict each other.
+  // Each thread's C block, rows 17 cache lines apart: a tile's 16 rows at a C stride of 8 KB
+  // (N = 2048 floats) fall in one L1 set and evict each other.
   const int64_t ldw = kNb + 16;
   thread_local Scratch scratch;
   char* const a_pack = scratch.get(a_bytes + b_bytes + nt * kMb * ldw * 4);
