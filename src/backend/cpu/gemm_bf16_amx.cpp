@@ -146,9 +146,6 @@ void pack_amx_b(const void* src, int64_t line_stride, int64_t k_stride, int64_t 
   std::memset(static_cast<uint32_t*>(dst) + kpairs * kNr, 0, (kpairs_pad - kpairs) * kNr * 4);
 }
 
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
-
 // Row-major B (columns adjacent, rows k_stride apart): panels [q0, q1) of
 // 32 columns from column n0 on, each panel_bytes apart, k pair by k pair
 // across all of them. Panel by panel, each row gave 64 bytes to a panel
@@ -174,10 +171,6 @@ KILN_TARGET_AMX void pack_amx_b_rows(const uint16_t* src, int64_t k_stride, int6
     }
   }
 }
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
 
 // The packed operands and C blocks of one call, kept by the calling thread
 // for the next: 16 MB of fresh pages per 2048^3 product cost ~2 ms of page
@@ -213,8 +206,7 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16) {
   constexpr int64_t kKc = 256, kMb = 512, kNb = 256, kChunkBytes = int64_t{8} << 20;
   const int64_t M = g.M, N = g.N, K = g.K;
   if (K <= 0) {
-    const size_t es = out_bf16 ? 2 : 4;
-    for (int64_t i = 0; i < M; ++i) std::memset(static_cast<char*>(g.C) + i * g.ldc * es, 0, N * es);
+    zero_c(g, out_bf16);
     return;
   }
   const int64_t kp = round_up(K, kKAlign);

@@ -24,18 +24,12 @@
 namespace kiln::cpu::gemm_detail {
 namespace {
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
 using Buffer = std::unique_ptr<char, FreeDeleter>;
 
 Buffer aligned_buffer(size_t bytes) {
   bytes = (bytes + 63) / 64 * 64;
   return Buffer(static_cast<char*>(std::aligned_alloc(64, bytes == 0 ? 64 : bytes)));
 }
-
-int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
 
 // Picks the tm x tn thread grid: the most ways of splitting N whose padded
 // work per thread is within ~6% of the least. Split over N, each thread
@@ -62,11 +56,6 @@ void choose_grid(int nt, int64_t M, int64_t N, const KernelSpec& s, int* tm, int
   }
 }
 
-void zero_c(const GemmArgs& g, bool out_bf16) {
-  size_t es = out_bf16 ? 2 : 4;
-  for (int64_t i = 0; i < g.M; ++i) std::memset(static_cast<char*>(g.C) + i * g.ldc * es, 0, g.N * es);
-}
-
 void blocked(const GemmArgs& g, const KernelSpec& s, bool out_bf16) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const int64_t kc_max = std::min(s.kc, round_up(K, s.k_align));
@@ -91,7 +80,6 @@ void blocked(const GemmArgs& g, const KernelSpec& s, bool out_bf16) {
     split_range(ceil_div(M, s.mr), tm, tm_id, &mp0, &mp1);
     const int64_t m_begin = mp0 * s.mr, m_end = std::min(M, mp1 * s.mr);
     char* my_a = a_pack.get() + tid * mc_max * kc_max * s.packed_bytes;
-    if (s.thread_begin) s.thread_begin();
 
     for (int64_t jc = 0; jc < N; jc += nc_max) {
       const int64_t nc = std::min(nc_max, N - jc);
@@ -136,7 +124,6 @@ void blocked(const GemmArgs& g, const KernelSpec& s, bool out_bf16) {
 #pragma omp barrier
       }
     }
-    if (s.thread_end) s.thread_end();
   }
 }
 

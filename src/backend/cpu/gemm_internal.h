@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -44,11 +46,20 @@ struct KernelSpec {
   int src_bytes;       // bytes per source element of A and B
   MicroKernelFn kernel;
   PackFn pack_a, pack_b;
-  // Optional per-thread set-up / tear-down around a GEMM (AMX tile
-  // configuration is per-thread state).
-  void (*thread_begin)() = nullptr;
-  void (*thread_end)() = nullptr;
 };
+
+inline int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+inline int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+// C = 0 (K = 0).
+inline void zero_c(const GemmArgs& g, bool out_bf16) {
+  const size_t es = out_bf16 ? 2 : 4;
+  for (int64_t i = 0; i < g.M; ++i) std::memset(static_cast<char*>(g.C) + i * g.ldc * es, 0, g.N * es);
+}
 
 // Runs C = A * B with the given kernel family. C is float32, or bfloat16
 // when out_bf16 (then partial sums over several K blocks go through an fp32

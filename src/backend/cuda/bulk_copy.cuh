@@ -2,7 +2,8 @@
 // Hopper's copy engine feeding shared memory (cp.async.bulk completing on an
 // mbarrier), and launches with programmatic dependent launch: the helpers of
 // the streaming kernels that read weights once (the block QMV of
-// quant_blocks_qmv_i8.cu, the half-precision GEMV of gemv.cu).
+// quant_blocks_qmv_i8.cu; a bf16 GEMV built on them measured slower than
+// gemv.cu's and was removed, docs/performance.md session 37).
 #include <cuda_runtime.h>
 
 #include <cstdint>
