@@ -74,6 +74,17 @@ std::atomic<int> g_override{-1};
 
 }  // namespace
 
+bool cpu_is_amd() {
+  static const bool amd = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(0, &eax, &ebx, &ecx, &edx)) return false;
+    char v[13];
+    std::memcpy(v, &ebx, 4), std::memcpy(v + 4, &edx, 4), std::memcpy(v + 8, &ecx, 4), v[12] = 0;
+    return std::strcmp(v, "AuthenticAMD") == 0;
+  }();
+  return amd;
+}
+
 CpuTarget cpu_target_detected() {
   static const CpuTarget t = detect();
   return t;

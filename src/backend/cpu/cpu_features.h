@@ -27,6 +27,11 @@ CpuTarget cpu_target_detected();
 // BF16 since Cascade Lake), so forcing avx2 turns it off.
 bool cpu_has_avx512_vnni();
 
+// Whether CPUID names AMD ("AuthenticAMD"). Only for tuning constants that
+// were measured to differ between the two vendors' memory systems (the
+// small-M kernels' software prefetch distance, gemm_internal.h).
+bool cpu_is_amd();
+
 // Test hook: forces a level (clamped to what the CPU supports) until
 // clear_cpu_target_override(). Not meant to be flipped while kernels run.
 void set_cpu_target_override(CpuTarget t);

@@ -50,7 +50,7 @@ void write_out(const GemvProblem& p, int64_t m, int64_t n, float v) { store_c(p.
 // over y, so each y load/store is shared by G FMAs.
 template <int MM, int G, class TB>
 KILN_TARGET_AVX512 void rows_pass(const float* x, int64_t ldx, const TB* b, int64_t ldb, int64_t k, int64_t K_total,
-                                  int64_t w, float* y, int64_t ystride) {
+                                  int64_t w, float* y, int64_t ystride, int64_t ahead_rows) {
   __m512 xs[MM][G];
   const TB* rows[G];
 #pragma GCC unroll 8
@@ -60,13 +60,12 @@ KILN_TARGET_AVX512 void rows_pass(const float* x, int64_t ldx, const TB* b, int6
     for (int m = 0; m < MM; ++m) xs[m][g] = _mm512_set1_ps(x[m * ldx + k + g]);
   }
   // Each pass reads G row segments of w columns that start in new pages,
-  // where the hardware prefetchers restart; so prefetch the segments a few
-  // passes ahead in software (one prefetch per 64-byte line), into L2: into
-  // L1 they evicted y's block (4096 x 14336 on the Zen 4/5 VM, alternating
-  // in one process, session 25: float32 7.5-8.0 -> 6.6-7.0 ms, bfloat16
-  // 4.2 -> 3.7-3.9 ms with the two FMA chains below).
-  constexpr int64_t kAheadRows = 4 * G > 8 ? 4 * G : 8;
-  const int64_t ahead = (k + kAheadRows + G <= K_total) ? kAheadRows * ldb : 0;
+  // where the hardware prefetchers restart; so prefetch the segments
+  // `ahead_rows` rows ahead in software (one prefetch per 64-byte line),
+  // into L2: into L1 they evicted y's block (4096 x 14336 on the Zen 4/5 VM,
+  // alternating in one process, session 25: float32 7.5-8.0 -> 6.6-7.0 ms,
+  // bfloat16 4.2 -> 3.7-3.9 ms with the two FMA chains below).
+  const int64_t ahead = (k + ahead_rows + G <= K_total) ? ahead_rows * ldb : 0;
   for (int64_t j = 0; j < w; j += 16) {
     __mmask16 mask = tail_mask(w - j);
     __m512 bv[G];
@@ -96,9 +95,10 @@ KILN_TARGET_AVX512 void rows_block(const float* x, int64_t ldx, const TB* b, int
                                    float* y, int64_t ystride) {
   // Rows of B per pass: bounded by the registers holding broadcast x values.
   constexpr int KG = MM <= 2 ? 8 : MM <= 4 ? 4 : 2;
+  const int64_t ahead_rows = gemv_ahead_rows(4 * KG > 8 ? 4 * KG : 8, w * int64_t{sizeof(TB)});
   int64_t k = 0;
-  for (; k + KG <= K; k += KG) rows_pass<MM, KG, TB>(x, ldx, b, ldb, k, K, w, y, ystride);
-  for (; k < K; ++k) rows_pass<MM, 1, TB>(x, ldx, b, ldb, k, K, w, y, ystride);
+  for (; k + KG <= K; k += KG) rows_pass<MM, KG, TB>(x, ldx, b, ldb, k, K, w, y, ystride, ahead_rows);
+  for (; k < K; ++k) rows_pass<MM, 1, TB>(x, ldx, b, ldb, k, K, w, y, ystride, ahead_rows);
 }
 
 // Column-block width: MM rows of y in 64 KB (in L2; B's row segments are

@@ -39,7 +39,7 @@ namespace {
 
 constexpr int kPairsPerPass = 4;
 constexpr int64_t kYFloats = 16384;  // 64 KB of y per block
-constexpr int64_t kAheadRows = 32;   // B rows prefetched ahead, into L2
+constexpr int64_t kAheadRows = 32;   // B rows prefetched ahead into L2 (AMD; gemv_ahead_rows)
 
 struct Problem {
   int64_t M, N, K, Kp;  // Kp: pairs of rows of B
@@ -66,14 +66,14 @@ template <int MM>
 constexpr int64_t kYS = kW<MM> + 16;
 
 template <int MM, int G>
-KILN_GEMV_BF16 void pass(const Problem& p, const uint16_t* b, int64_t p0, int64_t w, float* y) {
+KILN_GEMV_BF16 void pass(const Problem& p, const uint16_t* b, int64_t p0, int64_t w, float* y, int64_t ahead_rows) {
   constexpr int64_t ystride = kYS<MM>;
   const uint16_t* rows[2 * G];
   for (int r = 0; r < 2 * G; ++r) {
     const int64_t k = 2 * p0 + r;
     rows[r] = k < p.K ? b + k * p.ldb : nullptr;  // an odd K's missing row: zeros
   }
-  const int64_t ahead = 2 * p0 + 2 * G + kAheadRows <= p.K ? kAheadRows * p.ldb : 0;
+  const int64_t ahead = 2 * p0 + 2 * G + ahead_rows <= p.K ? ahead_rows * p.ldb : 0;
   for (int64_t j = 0; j < w; j += 32) {
     const __mmask32 mask = strip_mask(w - j);
     __m512i lo[G], hi[G];
@@ -117,9 +117,10 @@ KILN_GEMV_BF16 void columns(const Problem& p, int64_t n0, int64_t n1) {
     const int64_t w = std::min(W, n1 - w0);
     std::fill(y, y + MM * YS, 0.0f);
     const uint16_t* b = p.B + w0;
+    const int64_t ahead_rows = gemv_ahead_rows(kAheadRows, 2 * w);
     int64_t q = 0;
-    for (; q + kPairsPerPass <= p.Kp; q += kPairsPerPass) pass<MM, kPairsPerPass>(p, b, q, w, y);
-    for (; q < p.Kp; ++q) pass<MM, 1>(p, b, q, w, y);
+    for (; q + kPairsPerPass <= p.Kp; q += kPairsPerPass) pass<MM, kPairsPerPass>(p, b, q, w, y, ahead_rows);
+    for (; q < p.Kp; ++q) pass<MM, 1>(p, b, q, w, y, ahead_rows);
     for (int m = 0; m < MM; ++m) {
       for (int64_t c = 0; c < w; ++c) {
         store_c(p.C, p.c_bf16, m * p.ldc + w0 + c, y[m * YS + (c / 32) * 32 + strip_lane(c % 32)]);

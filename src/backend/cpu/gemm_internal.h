@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/gemm.h"
 
 namespace kiln::cpu::gemm_detail {
@@ -109,6 +110,21 @@ inline constexpr int64_t kGemvMaxM = 8;
 inline constexpr int kGemvBf16MaxM = 32;
 inline constexpr int kGemvBf16DotMaxM = 8;
 bool try_gemv_bf16_dot(const GemmArgs& g, bool out_bf16);
+
+// Rows of B that the row-major small-M kernels prefetch ahead into L2, for
+// `row_bytes` of B read per row in one pass over y's block. The AMD Zen 4/5
+// VM measured faster with a long distance (`amd_rows`; session 25, 32 rows:
+// 4096 x 14336 float32 7.5-8.0 -> 6.6-7.0 ms). On the Intel Xeon VM
+// (session 38, 2 threads, M = 1, ms) a distance past ~256 KB evicted lines
+// still to be read, and kept the prefetchers from reaching the bandwidth:
+// float32 4096 x 14336 (28 KB per row and thread) 10.6 at 32 rows -> 6.0 at
+// 8, 6.0 with none; 4096 x 57344 (out of the L3) 49.1 -> 29.8-31.2;
+// bfloat16 4096 x 114688 49.8 -> 31.7. Other CPUs prefetch at most 256 KB
+// ahead.
+inline int64_t gemv_ahead_rows(int64_t amd_rows, int64_t row_bytes) {
+  if (cpu_is_amd()) return amd_rows;
+  return std::clamp<int64_t>((int64_t{256} << 10) / std::max<int64_t>(row_bytes, 1), 1, amd_rows);
+}
 
 // Threads worth using for `flops` of work (OpenMP start-up is a few
 // microseconds; below ~1 MFLOP one thread wins).
