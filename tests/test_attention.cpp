@@ -192,6 +192,19 @@ TEST(Attention, HeadDimsAndOddShapes) {
   check({1, 2, 2, 130, 129, 64, 64, bfloat16, MaskKind::kAdditive});
 }
 
+// bf16 prefill on AMX tiles where the CPU has them (blocked_amx; the
+// vdpbf16ps tiles elsewhere): head dims that are multiples of 32, V's of
+// 16, key blocks whose last 16- and 32-key groups are partly empty, row
+// tiles that are not a multiple of 16, split keys with sinks.
+TEST(Attention, Bf16PrefillTiles) {
+  for (int d : {32, 96, 128, 256}) check({1, 4, 2, 21, 47, d, d, bfloat16, MaskKind::kCausal});
+  check({1, 4, 1, 37, 81, 128, 64, bfloat16, MaskKind::kNone});
+  check({1, 2, 2, 70, 70, 64, 144, bfloat16, MaskKind::kAdditiveBroadcast});
+  for (int lk : {1, 15, 16, 17, 31, 33, 63, 64, 65}) check({1, 2, 1, 9, lk, 64, 64, bfloat16, MaskKind::kBool});
+  check({1, 4, 2, 65, 700, 128, 128, bfloat16, MaskKind::kNone, true, true});
+  check({1, 2, 2, 300, 300, 64, 64, bfloat16, MaskKind::kCausal});
+}
+
 TEST(Attention, SinksAndStridedInputs) {
   for (Dtype t : {float32, bfloat16}) {
     check({1, 4, 2, 1, 300, 64, 64, t, MaskKind::kNone, true});
@@ -203,8 +216,8 @@ TEST(Attention, SinksAndStridedInputs) {
 }
 
 TEST(Attention, EveryKernelLevel) {
-  for (auto level : {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512,
-                     cpu::CpuTarget::avx512_bf16}) {
+  for (auto level : {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512, cpu::CpuTarget::avx512_bf16,
+                     cpu::CpuTarget::amx_bf16}) {
     cpu::set_cpu_target_override(level);
     check({1, 4, 2, 2, 100, 64, 64, bfloat16, MaskKind::kCausal, true});
     // bf16 prefill tiles (vdpbf16ps where the CPU has AVX512-BF16): an odd

@@ -13,11 +13,12 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/attention_amx.h"
+#include "backend/cpu/avx512_target.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/simd_math.h"
 #include "backend/cpu/threading.h"
 #include "kiln/error.h"
-
-#include "backend/cpu/avx512_target.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,prefer-vector-width=512")
