@@ -21,6 +21,9 @@ struct QmvArgs {
   Dtype t;
   int bits, group_size;
   float* out;
+  // Set (bfloat16 x, the tiled GEMM path only): the GEMM writes the bf16
+  // result here, rounded once from its float32 sums, and `out` is unused.
+  bfloat16_t* out_bf16 = nullptr;
 };
 
 // The largest M the register-blocked QMV kernels take.

@@ -41,8 +41,9 @@ struct Lanes<bfloat16_t> {
   KILN_AVX512 static __m512 round(__m512 v) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(gemm_detail::round_to_bf16_lanes(v), 16));
   }
+  KILN_AVX512 static __m256i bits(__m512 v) { return gemm_detail::round_to_bf16(v); }
   KILN_AVX512 static void store(bfloat16_t* p, __m512 v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), gemm_detail::round_to_bf16(v));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bits(v));
   }
   static float widen(bfloat16_t v) { return bfloat16_t::to_float(v.bits); }
 };
@@ -52,9 +53,10 @@ struct Lanes<float16_t> {
   KILN_AVX512 static __m512 round(__m512 v) {
     return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
-  KILN_AVX512 static void store(float16_t* p, __m512 v) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  KILN_AVX512 static __m256i bits(__m512 v) {
+    return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   }
+  KILN_AVX512 static void store(float16_t* p, __m512 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bits(v)); }
   static float widen(float16_t v) { return float16_t::to_float(v.bits); }
 };
 
@@ -87,12 +89,61 @@ KILN_AVX512 void rows_kernel(const uint32_t* w, const T* scales, const T* biases
   }
 }
 
+// Bits 2 and 4 into a 16-bit type: a group's values are a function of q
+// alone, at most 16 of them, so the arithmetic above runs once per group
+// on q = 0 .. 15 (the same lanes, the same roundings: bit for bit) into a
+// table, and a step of 32 values is a load, a spread of 16-bit words, a
+// shift, a mask and one vpermw lookup: ~6 instructions per 32 values
+// against ~18 per 16 (session 38, AMX Xeon, 2 threads: `dequantize` of a
+// 4-bit 14336 x 4096 into bf16 8.8-9.3 -> 5.6-6.6 ms, the rest mostly the
+// output's writes and page faults).
+template <typename T, int BITS>
+KILN_AVX512 void rows_kernel_table(const uint32_t* w, const T* scales, const T* biases, int64_t rows, int64_t K,
+                                   int group_size, T* out, int64_t ldo) {
+  static_assert(sizeof(T) == 2 && (BITS == 2 || BITS == 4));
+  constexpr int kPerWord = 16 / BITS;    // values in a 16-bit word
+  constexpr int kWords = 32 / kPerWord;  // 16-bit words holding 32 values
+  alignas(64) int16_t idx[32], shift[32];
+  alignas(64) float q[16];
+  for (int i = 0; i < 32; ++i) {
+    idx[i] = static_cast<int16_t>(i / kPerWord);
+    shift[i] = static_cast<int16_t>(i % kPerWord * BITS);
+  }
+  for (int i = 0; i < 16; ++i) q[i] = static_cast<float>(i);
+  const __m512i vidx = _mm512_load_si512(idx), vshift = _mm512_load_si512(shift);
+  const __m512i mask = _mm512_set1_epi16((1 << BITS) - 1);
+  const __m512 qv = _mm512_load_ps(q);
+  const __mmask32 load_mask = static_cast<__mmask32>((1u << kWords) - 1u);
+  const int64_t G = K / group_size, words = K * BITS / 32;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint16_t* wr = reinterpret_cast<const uint16_t*>(w + r * words);
+    T* o = out + r * ldo;
+    for (int64_t g = 0; g < G; ++g) {
+      const __m512 s = _mm512_set1_ps(Lanes<T>::widen(scales[r * G + g]));
+      const __m512 b = _mm512_set1_ps(Lanes<T>::widen(biases[r * G + g]));
+      const __m512 value = _mm512_add_ps(Lanes<T>::round(_mm512_mul_ps(qv, s)), b);
+      const __m512i table = _mm512_zextsi256_si512(Lanes<T>::bits(value));
+      for (int64_t k = g * group_size; k < (g + 1) * group_size; k += 32) {
+        __m512i v = _mm512_maskz_loadu_epi16(load_mask, wr + k / kPerWord);
+        v = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(vidx, v), vshift), mask);
+        _mm512_storeu_si512(o + k, _mm512_permutexvar_epi16(v, table));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 template <typename T>
 bool dequantize_rows_avx512(const uint32_t* w, const T* scales, const T* biases, int64_t rows, int64_t K, int bits,
                             int group_size, T* out, int64_t ldo) {
   if (group_size % 16 != 0 || K % group_size != 0) return false;
+  if constexpr (sizeof(T) == 2) {
+    if (group_size % 32 == 0 && bits == 2)
+      return rows_kernel_table<T, 2>(w, scales, biases, rows, K, group_size, out, ldo), true;
+    if (group_size % 32 == 0 && bits == 4)
+      return rows_kernel_table<T, 4>(w, scales, biases, rows, K, group_size, out, ldo), true;
+  }
   switch (bits) {
     case 2: rows_kernel<T, 2>(w, scales, biases, rows, K, group_size, out, ldo); return true;
     case 4: rows_kernel<T, 4>(w, scales, biases, rows, K, group_size, out, ldo); return true;
