@@ -286,6 +286,24 @@ TEST(QuantizedMatmul, HalfTypesBatchedAndNonContiguousX) {
   }
 }
 
+// bfloat16 x with M >= 24 rows takes the tiled GEMM, which writes the bf16
+// result directly: every bits, both orientations, a batch of x.
+TEST(QuantizedMatmul, Bfloat16TiledProducts) {
+  for (int bits : kBits) {
+    for (bool transpose : {true, false}) {
+      SCOPED_TRACE("bits " + std::to_string(bits) + " transpose " + std::to_string(transpose));
+      Shape wshape = transpose ? Shape{48, 256} : Shape{96, 128};
+      int K = transpose ? 256 : 96;
+      auto q = quantize(test::random_array(wshape, bfloat16), 32, bits);
+      array x = test::random_array({2, 40, K}, bfloat16);
+      array y = quantized_matmul(x, q[0], q[1], q[2], transpose, 32, bits);
+      EXPECT_EQ(y.dtype(), bfloat16);
+      EXPECT_EQ(y.shape(), (Shape{2, 40, transpose ? 48 : 128}));
+      EXPECT_TRUE(close_to_ref(y, matmul_ref(x, q[0], q[1], q[2], 32, bits, transpose), product_rtol(bfloat16)));
+    }
+  }
+}
+
 TEST(QuantizedMatmul, VectorXAndBatchedWeightsBroadcast) {
   auto q = quantize(test::random_array({3, 16, 64}, float32), 32, 8);
   array x = test::random_array({2, 1, 4, 64}, float32);
