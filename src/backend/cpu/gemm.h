@@ -6,6 +6,7 @@
 // (row stride, column stride), so transposed or sliced operands need no
 // copy: packing reads any layout. C is row-major with leading dimension ldc.
 #include <cstdint>
+#include <functional>
 
 #include "kiln/dtype.h"
 
@@ -27,5 +28,16 @@ void gemm_f32(const GemmArgs& args);
 // bf16 in (AVX512-BF16 dot products where the CPU has them), fp32
 // accumulation; out_dtype is float32 or bfloat16.
 void gemm_bf16(const GemmArgs& args, Dtype out_dtype);
+
+// Writes B's columns [n0, n0 + len) (len <= 32) as len rows of K
+// contiguous bf16 values (row stride K). Called from several threads at
+// once, for disjoint columns.
+using BColumnsFn = std::function<void(int64_t n0, int64_t len, bfloat16_t* rows)>;
+// C = A * B with B made 32 columns at a time by `columns` and never stored
+// whole (quantized_matmul's dequantized weights): on AMX CPUs the columns
+// go from an L2-sized buffer straight into the packed panels, and A is
+// packed once. Returns false, having done nothing, on other CPUs. args.B
+// and its strides are unused.
+bool gemm_bf16_columns(const GemmArgs& args, Dtype out_dtype, const BColumnsFn& columns);
 
 }  // namespace kiln::cpu

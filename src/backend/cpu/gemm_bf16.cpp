@@ -119,4 +119,12 @@ void gemm_bf16(const GemmArgs& args, Dtype out_dtype) {
   }
 }
 
+bool gemm_bf16_columns(const GemmArgs& args, Dtype out_dtype, const BColumnsFn& columns) {
+  if (out_dtype != Dtype::float32 && out_dtype != Dtype::bfloat16)
+    throw std::invalid_argument("gemm_bf16_columns: output dtype must be float32 or bfloat16");
+  if (cpu_target() != CpuTarget::amx_bf16) return false;
+  if (args.M > 0 && args.N > 0) gemm_detail::run_amx_gemm(args, out_dtype == Dtype::bfloat16, &columns);
+  return true;
+}
+
 }  // namespace kiln::cpu

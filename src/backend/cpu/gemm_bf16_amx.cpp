@@ -38,6 +38,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <vector>
 
 #include "backend/cpu/gemm_internal.h"
 #include "backend/cpu/gemm_pack_avx512.h"
@@ -199,7 +200,7 @@ class Scratch {
 
 }  // namespace
 
-void run_amx_gemm(const GemmArgs& g, bool out_bf16) {
+void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
   // Blocks (2048^3 on the Xeon, 2 threads, ms: KC 128 / 256 / 384 / 512 with
   // 256 x 512 C blocks 8.9 / 9.1 / 9.9 / 9.3; 256 x 256 9.2, 512 x 256 8.8,
   // which also won at 4096^3 and 512 x 4096 x 14336 by 4-9%).
@@ -241,7 +242,16 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16) {
     for (int64_t jc = 0; jc < N; jc += nchunk) {
       const int64_t nc = std::min(nchunk, N - jc), npanels = ceil_div(nc, kNr);
       split_range(npanels, threads, tid, &p0, &p1);
-      if (g.b_col_stride == 1) {
+      if (columns != nullptr) {
+        // The producer's rows (32 x K bf16, L2-sized) packed as a K-contiguous B.
+        thread_local std::vector<bfloat16_t> rows;
+        rows.resize(static_cast<size_t>(kNr) * K);
+        for (int64_t q = p0; q < p1; ++q) {
+          const int64_t n0 = jc + q * kNr, len = std::min<int64_t>(kNr, N - n0);
+          (*columns)(n0, len, rows.data());
+          pack_amx_b(rows.data(), K, 1, len, K, b_pack + q * panel_bytes);
+        }
+      } else if (g.b_col_stride == 1) {
         pack_amx_b_rows(static_cast<const uint16_t*>(g.B), g.b_row_stride, N, jc, p0, p1, K, b_pack, panel_bytes);
       } else {
         for (int64_t q = p0; q < p1; ++q) {

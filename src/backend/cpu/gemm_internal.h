@@ -76,8 +76,8 @@ const KernelSpec& bf16_dot_avx512_spec();  // bf16 sources, vdpbf16ps 14x32 kern
 const KernelSpec& f32_avx512_small_m_spec();      // the 8x48 tiles of both, for small M
 const KernelSpec& bf16_dot_avx512_small_m_spec();
 // The AMX GEMM with its own driver (gemm_bf16_amx.cpp: A and B packed whole,
-// C in L2-sized blocks over all of K).
-void run_amx_gemm(const GemmArgs& g, bool out_bf16);
+// C in L2-sized blocks over all of K); B from `columns` when it is given.
+void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns = nullptr);
 
 // Whether C[M, N] goes faster in 8 x 48 tiles than in 14 x 32 ones. Per
 // FMA the two (24 FMAs per 3 B loads, 28 per 2) ran within ~2% of each

@@ -264,6 +264,22 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
   const T* scales = static_cast<const T*>(a.scales);
   const T* biases = static_cast<const T*>(a.biases);
   const QuantParams qp{a.group_size, a.bits};
+  if constexpr (std::is_same_v<P, bfloat16_t>) {
+    // On AMX a transposed w's rows are dequantized 32 at a time straight
+    // into the GEMM's packed panels: no panel through memory, x packed once
+    // (AMX Xeon, 2 threads, 4-bit 14336 x 4096, ms, panels / fused /
+    // dequantize-then-matmul: M = 512 37.0 / 32.8-34.8 / 37.5-38.5, M = 24
+    // - / 12.6 / 16.6, M = 128 - / 14.8 / 21.0).
+    if (transpose) {
+      void* c = a.out_bf16 ? static_cast<void*>(a.out_bf16) : static_cast<void*>(a.out);
+      const cpu::BColumnsFn columns = [&](int64_t n0, int64_t len, bfloat16_t* rows) {
+        dequantize_range<T>(a.w, scales, biases, n0, n0 + len, inner, qp, rows, inner);
+      };
+      if (cpu::gemm_bf16_columns({a.M, outer, inner, a.x_raw, inner, 1, nullptr, 0, 0, c, a.N, cpu_threads()},
+                                 a.out_bf16 ? bfloat16 : float32, columns))
+        return;
+    }
+  }
   // About 4 M values of panel: big enough that the GEMM's packing of x is
   // amortized, small enough to stay in the last-level cache. On AMX, whose
   // products are ~8x faster, x's packing per panel cost as much again: 16 M
@@ -327,7 +343,12 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
 // goes through the QMV kernels, 8 rows of x per pass over w: 4-bit 14336 x
 // 4096 on 2 Zen cores, one pass 7.5 ms (bf16 x) / 13 ms (float32 x), the
 // GEMM path 10 ms of dequantization plus 16-35 ms of GEMM at M = 16-32.
-constexpr int64_t kQmmMinRows = 24;
+// bf16 x on AMX (the fused GEMM of qmm_tiled) from 12 rows: AMX Xeon, 2
+// threads, ms, QMV passes / fused: M = 9 9.2 / 11.2, 12 11.1 / 10.2, 16
+// 15.1 / 11.2, 20 19.2 / 11.0 (dequantize-then-matmul 15.5-16.5).
+int64_t qmm_min_rows(Dtype t) {
+  return t == bfloat16 && cpu::cpu_target() >= cpu::CpuTarget::amx_bf16 ? 12 : 24;
+}
 
 void product_2d(const cpu::QmvArgs& a, bool transpose) {
   if (a.M == 0 || a.N == 0) return;
@@ -335,7 +356,7 @@ void product_2d(const cpu::QmvArgs& a, bool transpose) {
     std::fill(a.out, a.out + a.M * a.N, 0.0f);
     return;
   }
-  if (transpose && a.M > cpu::kQmvMaxRows && a.M < kQmmMinRows) {
+  if (transpose && a.M > cpu::kQmvMaxRows && a.M < qmm_min_rows(a.t)) {
     for (int64_t m0 = 0; m0 < a.M; m0 += cpu::kQmvMaxRows) {
       cpu::QmvArgs part = a;
       part.M = std::min<int64_t>(cpu::kQmvMaxRows, a.M - m0);
@@ -348,7 +369,7 @@ void product_2d(const cpu::QmvArgs& a, bool transpose) {
   }
   auto typed = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (a.M >= kQmmMinRows) {
+    if (a.M >= qmm_min_rows(a.t)) {
       if constexpr (std::is_same_v<T, bfloat16_t>) return qmm_tiled<T, bfloat16_t>(a, transpose);
       return qmm_tiled<T, float>(a, transpose);
     }
@@ -385,7 +406,7 @@ void run_product(const char* x, Dtype t, int64_t M, int64_t N, int64_t K, const 
                    reinterpret_cast<const double*>(b), p, transpose, reinterpret_cast<double*>(out));
     return;
   }
-  if (t == bfloat16 && M >= kQmmMinRows && N > 0 && K > 0) {
+  if (t == bfloat16 && M >= qmm_min_rows(t) && N > 0 && K > 0) {
     // The tiled GEMM reads x as bf16 and writes bf16: no float copies of x
     // or of the result (a 512 x 14336 result was 29 MB of fresh pages and a
     // cast pass).
