@@ -16,6 +16,7 @@
 #include "backend/cpu/attention_amx.h"
 #include "backend/cpu/avx512_target.h"
 #include "backend/cpu/cpu_features.h"
+#include "backend/cpu/exp_avx512.h"
 #include "backend/cpu/simd_math.h"
 #include "backend/cpu/threading.h"
 #include "kiln/error.h"

@@ -3,7 +3,7 @@
 // during the previous group's arithmetic), exp(x - max) into an
 // L1/L2-resident scratch row while summing, and the scaled write-out. The row is read from
 // memory once and written once; the exp is the only real arithmetic, so it
-// is a short one (below) instead of simd_math.h's full-range exp.
+// is a short one (exp_avx512.h) instead of simd_math.h's full-range exp.
 #include "backend/cpu/softmax_avx512.h"
 
 #include <immintrin.h>
@@ -13,33 +13,12 @@
 #include <limits>
 
 #include "backend/cpu/avx512_target.h"
+#include "backend/cpu/exp_avx512.h"
 
 namespace kiln::cpu {
 namespace {
 
 KILN_AVX512 inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
-
-// e^x for x <= 0 (softmax's x - max). x = n ln2 + r with |r| <= ln2/2; e^r
-// by its Taylor series to degree 6 (truncation below 1.2e-7 relative, about
-// one ulp), and 2^n applied by vscalefps, which also underflows cleanly to
-// 0. Inputs below -104 give 0; a NaN stays NaN (vmaxps returns its second
-// operand when one is NaN, and the rest of the arithmetic propagates it).
-KILN_AVX512 inline __m512 exp_nonpositive(__m512 x) {
-  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x);
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // ln2 split in two so n * ln2_hi is exact: r carries no rounding from n.
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
 
 KILN_AVX512 float row_max(const float* x, int64_t len) {
   const __m512 lowest = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
@@ -95,8 +74,8 @@ KILN_AVX512 float exp_and_sum(const float* x, float m, int64_t len, float* e, co
         _mm_prefetch(reinterpret_cast<const char*>(pf + i), _MM_HINT_T1);
         _mm_prefetch(reinterpret_cast<const char*>(pf + i + 16), _MM_HINT_T1);
       }
-      __m512 a = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
-      __m512 b = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vm));
+      __m512 a = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+      __m512 b = exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), vm));
       _mm512_storeu_ps(e + i, a);
       _mm512_storeu_ps(e + i + 16, b);
       s0 = _mm512_add_ps(s0, a);
@@ -105,7 +84,7 @@ KILN_AVX512 float exp_and_sum(const float* x, float m, int64_t len, float* e, co
     for (; i < end; i += 16) {
       __mmask16 k = end - i >= 16 ? __mmask16(0xffff) : first_lanes(end - i);
       // Lanes past the row are zeroed so they add nothing to the sum.
-      __m512 a = _mm512_maskz_mov_ps(k, exp_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
+      __m512 a = _mm512_maskz_mov_ps(k, exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm)));
       _mm512_mask_storeu_ps(e + i, k, a);
       s0 = _mm512_add_ps(s0, a);
     }
