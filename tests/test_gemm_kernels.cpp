@@ -122,10 +122,13 @@ TEST_P(GemmKernels, SeveralCacheBlocksAndThreads) {
   // the fp32 workspace), M and N beyond one register tile with ragged edges;
   // M = 16 and 24 take the 8 x 48 tiles (prefer_small_m_tile); bf16 at M
   // <= 32 with a row-major B the in-place vdpbf16ps path (odd K, column
-  // tails, several y blocks: 1030 columns at M = 16).
+  // tails, several y blocks: 1030 columns at M = 16). On AMX, bf16 at 8 <= M
+  // <= 32 streams B into tiles (try_amx_small_m): partial 64-column groups,
+  // K past a chunk of 256 with a partial last 32, one and two row tiles.
   std::mt19937 rng(99);
-  const int64_t shapes[][3] = {{37, 45, 1031}, {129, 33, 257}, {5, 300, 700}, {300, 3, 601}, {16, 101, 1031},
-                               {24, 300, 333}, {16, 1030, 515}, {9, 77, 1031}, {1, 2100, 99}, {32, 130, 515}};
+  const int64_t shapes[][3] = {{37, 45, 1031}, {129, 33, 257},  {5, 300, 700},  {300, 3, 601}, {16, 101, 1031},
+                               {24, 300, 333}, {16, 1030, 515}, {9, 77, 1031},  {1, 2100, 99}, {32, 130, 515},
+                               {8, 200, 600},  {13, 70, 33},    {17, 129, 601}, {31, 64, 290}};
   for (const auto& s : shapes) {
     for (Kind kind : kKinds) {
       double e = run_case(s[0], s[1], s[2], Layout::row_major, Layout::row_major, kind, 2, rng);
@@ -133,6 +136,8 @@ TEST_P(GemmKernels, SeveralCacheBlocksAndThreads) {
     }
   }
   double e = run_case(45, 39, 1029, Layout::strided, Layout::col_major, Kind::bf16_to_bf16, 2, rng);
+  EXPECT_LE(e, 1.0) << cpu_target_name();
+  e = run_case(20, 150, 333, Layout::strided, Layout::row_major, Kind::bf16_to_bf16, 2, rng);
   EXPECT_LE(e, 1.0) << cpu_target_name();
   // bf16 with a transposed B at M <= 8 (the dot form of gemm_gemv_bf16.cpp):
   // K with a partial last 32, columns past a group of eight, strided x.

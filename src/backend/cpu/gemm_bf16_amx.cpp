@@ -40,6 +40,7 @@
 #include <new>
 #include <vector>
 
+#include "backend/cpu/gemm_avx512_store.h"
 #include "backend/cpu/gemm_internal.h"
 #include "backend/cpu/gemm_pack_avx512.h"
 #include "backend/cpu/gemm_packing.h"
@@ -173,6 +174,22 @@ KILN_TARGET_AMX void pack_amx_b_rows(const uint16_t* src, int64_t k_stride, int6
   }
 }
 
+// The finished C block (fp32, row stride ldw) into C: copied, or rounded to bf16.
+KILN_TARGET_AVX512 void write_block(const float* c, int64_t ldw, int64_t mb, int64_t nb, char* out, int64_t ldc,
+                                    bool out_bf16) {
+  for (int64_t i = 0; i < mb; ++i) {
+    if (!out_bf16) {
+      std::memcpy(out + i * ldc * 4, c + i * ldw, nb * 4);
+      continue;
+    }
+    auto* dst = reinterpret_cast<uint16_t*>(out) + i * ldc;
+    for (int64_t j = 0; j < nb; j += 16) {
+      const __mmask16 m = vec_mask(static_cast<int>(std::min<int64_t>(16, nb - j)), 0);
+      _mm256_mask_storeu_epi16(dst + j, m, round_to_bf16(_mm512_loadu_ps(c + i * ldw + j)));
+    }
+  }
+}
+
 // The packed operands and C blocks of one call, kept by the calling thread
 // for the next: 16 MB of fresh pages per 2048^3 product cost ~2 ms of page
 // faults, ~40% of the product itself. Held up to 256 MB.
@@ -197,6 +214,122 @@ class Scratch {
   std::unique_ptr<char, FreeDeleter> ptr_;
   size_t cap_ = 0;
 };
+
+// Small M: C[M <= 32, N] for a row-major B, streamed once from memory.
+//
+// The packed GEMM above writes all of B packed and reads it back (three
+// passes over B's bytes), and vdpbf16ps on M <= 32 rows is compute-bound
+// past M ~ 8 (try_gemv_bf16_dot: ~175 GFLOP/s at M = 16 on this Xeon, 3 ms
+// for 4096 x 4096). Here each group of 64 columns (32 when M > 16) keeps its
+// 4 C tiles in the accumulators over all of K; per 32 k, the 32 rows' pieces
+// of the group are paired into B tiles in an L1 buffer (one vpermt2w per 32
+// columns and pair of rows) and multiplied by x's one or two A tiles, packed
+// once. Rows go to L2 two k-blocks ahead. Measured on the 2-vCPU Xeon
+// (2026-12-07, ms, M = 16 x K = 4096): a block of 512-2048 columns packed
+// over 64-256 rows into L2 first and then multiplied (runs of 1-4 KB per
+// row instead of 128 bytes) was slower at N = 4096 (1.45-1.8 against
+// 1.05-1.16) and level at 14336 (5.6-6.4); the prefetch into L1 or 4-16
+// blocks ahead 5-20% slower.
+// One 64-column group's B tiles for k-block kb (4 tiles of 16 pairs x 16
+// columns, 1 KB each, at bt), its rows prefetched into L2 two k-blocks ahead.
+KILN_TARGET_AMX inline void pair_group_rows(const uint16_t* B, int64_t ldb, int64_t K, int64_t kb, int64_t kblocks,
+                                            int64_t g0, const __mmask32* m, char* bt) {
+  constexpr int kAheadBlocks = 2;
+  alignas(64) static constexpr uint16_t kLo[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                   8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  if (kb + kAheadBlocks < kblocks) {
+    const char* pf = reinterpret_cast<const char*>(B + (kb + kAheadBlocks) * kKAlign * ldb + g0);
+    for (int r = 0; r < kKAlign; ++r) {
+      _mm_prefetch(pf + r * ldb * 2, _MM_HINT_T1);
+      _mm_prefetch(pf + r * ldb * 2 + 64, _MM_HINT_T1);
+    }
+  }
+  for (int p = 0; p < kKAlign / 2; ++p) {
+    const int64_t k = kb * kKAlign + 2 * p;
+    const uint16_t* r0 = B + k * ldb + g0;
+    for (int s = 0; s < 2; ++s) {
+      const __m512i a = k < K ? _mm512_maskz_loadu_epi16(m[s], r0 + 32 * s) : _mm512_setzero_si512();
+      const __m512i b = k + 1 < K ? _mm512_maskz_loadu_epi16(m[s], r0 + ldb + 32 * s) : _mm512_setzero_si512();
+      _mm512_store_si512(bt + (2 * s) * 1024 + p * 64, _mm512_permutex2var_epi16(a, lo, b));
+      _mm512_store_si512(bt + (2 * s + 1) * 1024 + p * 64, _mm512_permutex2var_epi16(a, hi, b));
+    }
+  }
+}
+
+// C tiles 0-3 (+)= one A tile (16 rows) times the 4 B tiles at bt.
+KILN_TARGET_AMX inline void group_products(const char* ak, const char* bt) {
+  _tile_loadd(4, ak, 64);
+  _tile_loadd(6, bt, 64);
+  _tile_loadd(7, bt + 1024, 64);
+  _tile_dpbf16ps(0, 4, 6);
+  _tile_dpbf16ps(1, 4, 7);
+  _tile_loadd(6, bt + 2048, 64);
+  _tile_loadd(7, bt + 3072, 64);
+  _tile_dpbf16ps(2, 4, 6);
+  _tile_dpbf16ps(3, 4, 7);
+}
+
+// The 4 C tiles of a 16 x 64 block at ct: loaded (load) or stored.
+KILN_TARGET_AMX inline void group_tiles(float* ct, int64_t ldt, bool load) {
+  if (load) {
+    _tile_loadd(0, ct, ldt * 4);
+    _tile_loadd(1, ct + 16, ldt * 4);
+    _tile_loadd(2, ct + 32, ldt * 4);
+    _tile_loadd(3, ct + 48, ldt * 4);
+  } else {
+    _tile_stored(0, ct, ldt * 4);
+    _tile_stored(1, ct + 16, ldt * 4);
+    _tile_stored(2, ct + 32, ldt * 4);
+    _tile_stored(3, ct + 48, ldt * 4);
+  }
+}
+
+// C[16 * MT rows, 64 columns from g0] into ct (row stride ldt floats). With
+// 16 rows the 4 C tiles stay in the accumulators over all of K; with 32 a
+// chunk of 8 k-blocks is paired into L1 and both halves of C pass over it.
+template <int MT>
+KILN_TARGET_AMX void small_m_group(const char* a_pack, const uint16_t* B, int64_t ldb, int64_t K, int64_t N, int64_t g0,
+                                   float* ct, int64_t ldt) {
+  constexpr int64_t kChunk = MT == 1 ? 1 : 8;  // k-blocks paired before the products
+  alignas(64) char bt[kChunk * 4096];
+  __mmask32 m[2];
+  for (int s = 0; s < 2; ++s) {
+    const int64_t n = std::clamp<int64_t>(N - g0 - 32 * s, 0, 32);
+    m[s] = n == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+  }
+  const int64_t kblocks = ceil_div(K, kKAlign);
+  if constexpr (MT == 1) {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t kb = 0; kb < kblocks; ++kb) {
+      pair_group_rows(B, ldb, K, kb, kblocks, g0, m, bt);
+      group_products(a_pack + kb * (kMr * kKAlign * 2), bt);
+    }
+    group_tiles(ct, ldt, false);
+  } else {
+    for (int64_t kc0 = 0; kc0 < kblocks; kc0 += kChunk) {
+      const int64_t kc1 = std::min(kblocks, kc0 + kChunk);
+      for (int64_t kb = kc0; kb < kc1; ++kb) pair_group_rows(B, ldb, K, kb, kblocks, g0, m, bt + (kb - kc0) * 4096);
+      for (int h = 0; h < 2; ++h) {
+        if (kc0 == 0) {
+          _tile_zero(0);
+          _tile_zero(1);
+          _tile_zero(2);
+          _tile_zero(3);
+        } else {
+          group_tiles(ct + 16 * h * ldt, ldt, true);
+        }
+        for (int64_t kb = kc0; kb < kc1; ++kb) {
+          group_products(a_pack + kb * (kMr * kKAlign * 2) + h * 16 * 64, bt + (kb - kc0) * 4096);
+        }
+        group_tiles(ct + 16 * h * ldt, ldt, false);
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -290,20 +423,39 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
             }
           }
         }
-        for (int64_t i = 0; i < mb; ++i) {
-          if (out_bf16) {
-            auto* dst = reinterpret_cast<bfloat16_t*>(c_out) + i * g.ldc;
-            for (int64_t j = 0; j < nb; ++j) dst[j] = bfloat16_t(c[i * ldw + j]);
-          } else {
-            std::memcpy(c_out + i * g.ldc * 4, c + i * ldw, nb * 4);
-          }
-        }
+        write_block(c, ldw, mb, nb, c_out, g.ldc, out_bf16);
       }
 #pragma omp barrier
     }
     amx_thread_end();
   }
   scratch.trim();
+}
+
+bool try_amx_small_m(const GemmArgs& g, bool out_bf16) {
+  if (g.M < 1 || g.M > 32 || g.N <= 0 || g.K <= 0 || g.b_col_stride != 1) return false;
+  const int64_t M = g.M, N = g.N, K = g.K;
+  constexpr int64_t cols = 64;
+  thread_local Scratch scratch;
+  char* const a_pack = scratch.get(round_up(K, kKAlign) * kMr * 2);
+  pack_amx_a(g.A, g.a_row_stride, g.a_col_stride, M, K, a_pack);
+  const auto* B = static_cast<const uint16_t*>(g.B);
+  over_columns(g.threads, 2.0 * K * N, N, cols, [&](int64_t n0, int64_t n1) {
+    amx_thread_begin();
+    alignas(64) float ct[32 * 64];
+    for (int64_t c0 = n0; c0 < n1; c0 += cols) {
+      if (M > 16) {
+        small_m_group<2>(a_pack, B, g.b_row_stride, K, N, c0, ct, cols);
+      } else {
+        small_m_group<1>(a_pack, B, g.b_row_stride, K, N, c0, ct, cols);
+      }
+      write_block(ct, cols, M, std::min(cols, n1 - c0), static_cast<char*>(g.C) + c0 * (out_bf16 ? 2 : 4), g.ldc,
+                  out_bf16);
+    }
+    amx_thread_end();
+  });
+  scratch.trim();
+  return true;
 }
 
 }  // namespace kiln::cpu::gemm_detail

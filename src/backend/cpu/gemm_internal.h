@@ -78,6 +78,13 @@ const KernelSpec& bf16_dot_avx512_small_m_spec();
 // The AMX GEMM with its own driver (gemm_bf16_amx.cpp: A and B packed whole,
 // C in L2-sized blocks over all of K); B from `columns` when it is given.
 void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns = nullptr);
+// M <= 32 rows against a row-major B on AMX, B streamed once (gemm_bf16_amx.cpp);
+// false where the shape or layout is not one it takes. Taken from kAmxSmallMinM
+// rows: below it the vdpbf16ps path reads B as fast (2-vCPU Xeon, 4096 x 14336,
+// ms, AMX / vdpbf16ps: M = 4 5.6-6.2 / 3.8-4.1, 6 5.8-6.2 / 4.4-4.8, 8 5.5-6.3 /
+// 5.6-6.1, 9 5.3-6.1 / 6.2, 16 5.7-6.3 / 10.8-11.3, 32 9.3-9.6 / 21-22).
+inline constexpr int64_t kAmxSmallMinM = 8;
+bool try_amx_small_m(const GemmArgs& g, bool out_bf16);
 
 // Whether C[M, N] goes faster in 8 x 48 tiles than in 14 x 32 ones. Per
 // FMA the two (24 FMAs per 3 B loads, 28 per 2) ran within ~2% of each
