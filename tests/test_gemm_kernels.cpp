@@ -139,9 +139,11 @@ TEST_P(GemmKernels, SeveralCacheBlocksAndThreads) {
   EXPECT_LE(e, 1.0) << cpu_target_name();
   e = run_case(20, 150, 333, Layout::strided, Layout::row_major, Kind::bf16_to_bf16, 2, rng);
   EXPECT_LE(e, 1.0) << cpu_target_name();
-  // bf16 with a transposed B at M <= 8 (the dot form of gemm_gemv_bf16.cpp):
-  // K with a partial last 32, columns past a group of eight, strided x.
-  for (int64_t m : {2, 3, 8}) {
+  // bf16 with a transposed B at M <= 8 (the dot form of gemm_gemv_bf16.cpp;
+  // on AMX from M = 8 W's rows as tiles in place, amx_small_m_transposed):
+  // K with a partial last 32, columns past a group of eight (of 64 / 32 rows
+  // of W), strided x.
+  for (int64_t m : {2, 3, 6, 8, 13, 17, 32}) {
     e = run_case(m, 77, 1031, Layout::strided, Layout::col_major, Kind::bf16_to_f32, 2, rng);
     EXPECT_LE(e, 1.0) << "M " << m << " " << cpu_target_name();
     e = run_case(m, 19, 70, Layout::row_major, Layout::col_major, Kind::bf16_to_bf16, 1, rng);

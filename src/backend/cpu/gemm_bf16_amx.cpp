@@ -31,6 +31,9 @@
 // micro-panel reused over the block's A panels from L1 and the C tiles
 // loaded into and stored from the accumulators; the block is then copied
 // (fp32) or rounded (bf16) into C once.
+//
+// At 8 <= M <= 32 (6 with a transposed B) try_amx_small_m takes the product
+// instead and reads B once, never packing it whole (below).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -331,6 +334,69 @@ KILN_TARGET_AMX void small_m_group(const char* a_pack, const uint16_t* B, int64_
   }
 }
 
+// Small M against a transposed B (x W^T: B's columns are W's rows, k
+// contiguous): the product runs as C^T = W x^T, W's rows loaded in place as
+// A tiles (16 rows x 32 k at W's row stride) and x^T's pairs (packed once,
+// 32 columns of m) as B tiles, so W is read once and never packed. A group
+// is 64 rows of W against 16 rows of x, or 32 against 32; C^T's tiles go to
+// ct (n-major) and out transposed. Rows past N and k past K (the last
+// k-block) are staged through a zero-padded buffer.
+template <int MT>
+KILN_TARGET_AMX void small_m_group_t(const char* xp, const uint16_t* W, int64_t ldw, int64_t K, int64_t N, int64_t n0,
+                                     float* ct) {
+  constexpr int NT = 4 / MT, kRows = 16 * NT, kAheadBlocks = 4;
+  alignas(64) char staged[NT * 1024];
+  const int64_t kblocks = ceil_div(K, kKAlign), rows = std::min<int64_t>(kRows, N - n0);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    const int64_t k0 = kb * kKAlign;
+    if (kb + kAheadBlocks < kblocks) {
+      const char* pf = reinterpret_cast<const char*>(W + n0 * ldw + k0 + kAheadBlocks * kKAlign);
+      for (int64_t r = 0; r < rows; ++r) _mm_prefetch(pf + r * ldw * 2, _MM_HINT_T1);
+    }
+    const char* wt = reinterpret_cast<const char*>(W + n0 * ldw + k0);
+    int64_t stride = ldw * 2;
+    if (rows < kRows || k0 + kKAlign > K) {
+      const __mmask32 km = k0 + kKAlign <= K ? ~__mmask32{0} : static_cast<__mmask32>((1u << (K - k0)) - 1u);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512i v = r < rows ? _mm512_maskz_loadu_epi16(km, W + (n0 + r) * ldw + k0) : _mm512_setzero_si512();
+        _mm512_store_si512(staged + r * 64, v);
+      }
+      wt = staged;
+      stride = 64;
+    }
+    const char* xk = xp + kb * (kKAlign / 2 * kNr * 4);
+    _tile_loadd(6, xk, 128);
+    if constexpr (MT == 2) {
+      _tile_loadd(7, xk + 64, 128);
+      _tile_loadd(4, wt, stride);
+      _tile_loadd(5, wt + 16 * stride, stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    } else {
+      _tile_loadd(4, wt, stride);
+      _tile_loadd(5, wt + 16 * stride, stride);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 5, 6);
+      _tile_loadd(4, wt + 32 * stride, stride);
+      _tile_loadd(5, wt + 48 * stride, stride);
+      _tile_dpbf16ps(2, 4, 6);
+      _tile_dpbf16ps(3, 5, 6);
+    }
+  }
+  // ct: kRows rows of n, 16 * MT floats of m each.
+  constexpr int64_t ld = 16 * MT * 4;
+  _tile_stored(0, ct, ld);
+  _tile_stored(1, MT == 2 ? ct + 16 : ct + 16 * 16, ld);
+  _tile_stored(2, MT == 2 ? ct + 16 * 32 : ct + 32 * 16, ld);
+  _tile_stored(3, MT == 2 ? ct + 16 * 32 + 16 : ct + 48 * 16, ld);
+}
+
 }  // namespace
 
 void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
@@ -432,8 +498,43 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
   scratch.trim();
 }
 
+namespace {
+
+bool amx_small_m_transposed(const GemmArgs& g, bool out_bf16) {
+  const int64_t M = g.M, N = g.N, K = g.K;
+  const int64_t rows = M > 16 ? 32 : 64;
+  thread_local Scratch scratch;
+  char* const xp = scratch.get(round_up(K, kKAlign) * kNr * 2);
+  pack_amx_b(g.A, g.a_row_stride, g.a_col_stride, M, K, xp);
+  const auto* W = static_cast<const uint16_t*>(g.B);
+  over_columns(g.threads, 2.0 * K * N, N, rows, [&](int64_t n0, int64_t n1) {
+    amx_thread_begin();
+    alignas(64) float ct[64 * 32];
+    for (int64_t r0 = n0; r0 < n1; r0 += rows) {
+      const int64_t nb = std::min(rows, n1 - r0), ld = M > 16 ? 32 : 16;
+      if (M > 16) {
+        small_m_group_t<2>(xp, W, g.b_col_stride, K, N, r0, ct);
+      } else {
+        small_m_group_t<1>(xp, W, g.b_col_stride, K, N, r0, ct);
+      }
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t n = 0; n < nb; ++n) store_c(g.C, out_bf16, m * g.ldc + r0 + n, ct[n * ld + m]);
+      }
+    }
+    amx_thread_end();
+  });
+  scratch.trim();
+  return true;
+}
+
+}  // namespace
+
 bool try_amx_small_m(const GemmArgs& g, bool out_bf16) {
-  if (g.M < 1 || g.M > 32 || g.N <= 0 || g.K <= 0 || g.b_col_stride != 1) return false;
+  if (g.M < 1 || g.M > 32 || g.N <= 0 || g.K <= 0) return false;
+  if (g.b_row_stride == 1 && g.b_col_stride != 1) {
+    return g.M >= kAmxSmallMinMTransposed && amx_small_m_transposed(g, out_bf16);
+  }
+  if (g.M < kAmxSmallMinM || g.b_col_stride != 1) return false;
   const int64_t M = g.M, N = g.N, K = g.K;
   constexpr int64_t cols = 64;
   thread_local Scratch scratch;

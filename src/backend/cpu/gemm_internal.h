@@ -78,12 +78,15 @@ const KernelSpec& bf16_dot_avx512_small_m_spec();
 // The AMX GEMM with its own driver (gemm_bf16_amx.cpp: A and B packed whole,
 // C in L2-sized blocks over all of K); B from `columns` when it is given.
 void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns = nullptr);
-// M <= 32 rows against a row-major B on AMX, B streamed once (gemm_bf16_amx.cpp);
-// false where the shape or layout is not one it takes. Taken from kAmxSmallMinM
-// rows: below it the vdpbf16ps path reads B as fast (2-vCPU Xeon, 4096 x 14336,
-// ms, AMX / vdpbf16ps: M = 4 5.6-6.2 / 3.8-4.1, 6 5.8-6.2 / 4.4-4.8, 8 5.5-6.3 /
-// 5.6-6.1, 9 5.3-6.1 / 6.2, 16 5.7-6.3 / 10.8-11.3, 32 9.3-9.6 / 21-22).
-inline constexpr int64_t kAmxSmallMinM = 8;
+// 8 <= M <= 32 rows against a row-major B, or 6 <= M <= 32 against a
+// transposed one (x W^T), on AMX with B streamed once (gemm_bf16_amx.cpp);
+// false where the shape or layout is not one it takes. Below those rows the
+// vdpbf16ps paths read B as fast (2-vCPU Xeon, K = 4096, N = 14336, ms, AMX
+// / vdpbf16ps; row-major B: M = 4 5.6-6.2 / 3.8-4.1, 6 5.8-6.2 / 4.4-4.8, 8
+// 5.5-6.3 / 5.6-6.1, 9 5.3-6.1 / 6.2, 16 5.7-6.3 / 10.8-11.3, 32 9.3-9.6 /
+// 21-22; transposed, medians of noisy runs: M = 2 3.5-5.7 / 2.6, 3 3.3-3.9 /
+// 3.3-4.2, 4 3.8-4.5 / 3.6-3.7, 6 3.2-4.8 / 4.8-6.0, 7 4.0-4.3 / 5.4-5.5).
+inline constexpr int64_t kAmxSmallMinM = 8, kAmxSmallMinMTransposed = 6;
 bool try_amx_small_m(const GemmArgs& g, bool out_bf16);
 
 // Whether C[M, N] goes faster in 8 x 48 tiles than in 14 x 32 ones. Per
