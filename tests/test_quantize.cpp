@@ -304,6 +304,22 @@ TEST(QuantizedMatmul, Bfloat16TiledProducts) {
   }
 }
 
+// bf16 x with 7 to 32 rows: on AMX w's dequantized rows stream through tiles
+// (try_amx_small_m with a column maker): a partial group of 64 rows of w, 16-
+// and 32-row tiles of x.
+TEST(QuantizedMatmul, Bfloat16FewRows) {
+  for (int bits : kBits) {
+    auto q = quantize(test::random_array({100, 288}, bfloat16), 32, bits);
+    for (int m : {7, 8, 13, 17, 32}) {
+      SCOPED_TRACE("bits " + std::to_string(bits) + " M " + std::to_string(m));
+      array x = test::random_array({m, 288}, bfloat16);
+      array y = quantized_matmul(x, q[0], q[1], q[2], true, 32, bits);
+      EXPECT_EQ(y.shape(), (Shape{m, 100}));
+      EXPECT_TRUE(close_to_ref(y, matmul_ref(x, q[0], q[1], q[2], 32, bits, true), product_rtol(bfloat16)));
+    }
+  }
+}
+
 TEST(QuantizedMatmul, VectorXAndBatchedWeightsBroadcast) {
   auto q = quantize(test::random_array({3, 16, 64}, float32), 32, 8);
   array x = test::random_array({2, 1, 4, 64}, float32);

@@ -124,7 +124,10 @@ bool gemm_bf16_columns(const GemmArgs& args, Dtype out_dtype, const BColumnsFn& 
   if (out_dtype != Dtype::float32 && out_dtype != Dtype::bfloat16)
     throw std::invalid_argument("gemm_bf16_columns: output dtype must be float32 or bfloat16");
   if (cpu_target() != CpuTarget::amx_bf16) return false;
-  if (args.M > 0 && args.N > 0) gemm_detail::run_amx_gemm(args, out_dtype == Dtype::bfloat16, &columns);
+  if (args.M <= 0 || args.N <= 0) return true;
+  const bool out_bf16 = out_dtype == Dtype::bfloat16;
+  if (args.K > 0 && gemm_detail::try_amx_small_m(args, out_bf16, &columns)) return true;
+  gemm_detail::run_amx_gemm(args, out_bf16, &columns);
   return true;
 }
 

@@ -87,7 +87,9 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns = 
 // 21-22; transposed, medians of noisy runs: M = 2 3.5-5.7 / 2.6, 3 3.3-3.9 /
 // 3.3-4.2, 4 3.8-4.5 / 3.6-3.7, 6 3.2-4.8 / 4.8-6.0, 7 4.0-4.3 / 5.4-5.5).
 inline constexpr int64_t kAmxSmallMinM = 8, kAmxSmallMinMTransposed = 6;
-bool try_amx_small_m(const GemmArgs& g, bool out_bf16);
+// With `columns` (B made 32 columns at a time, as gemm_bf16_columns) any M <= 32
+// takes the transposed form.
+bool try_amx_small_m(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns = nullptr);
 
 // Whether C[M, N] goes faster in 8 x 48 tiles than in 14 x 32 ones. Per
 // FMA the two (24 FMAs per 3 B loads, 28 per 2) ran within ~2% of each

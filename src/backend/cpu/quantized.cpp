@@ -269,7 +269,9 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
     // into the GEMM's packed panels: no panel through memory, x packed once
     // (AMX Xeon, 2 threads, 4-bit 14336 x 4096, ms, panels / fused /
     // dequantize-then-matmul: M = 512 37.0 / 32.8-34.8 / 37.5-38.5, M = 24
-    // - / 12.6 / 16.6, M = 128 - / 14.8 / 21.0).
+    // - / 12.6 / 16.6, M = 128 - / 14.8 / 21.0). Up to 32 rows of x the rows
+    // go one at a time into an L2 buffer read in place by the tiles (M = 16
+    // 11.2 -> 5.0-5.5 ms, M = 24 12.6 -> 5.7-6.0).
     if (transpose) {
       void* c = a.out_bf16 ? static_cast<void*>(a.out_bf16) : static_cast<void*>(a.out);
       const cpu::BColumnsFn columns = [&](int64_t n0, int64_t len, bfloat16_t* rows) {
@@ -345,11 +347,15 @@ void qmm_tiled(const cpu::QmvArgs& a, bool transpose) {
 // goes through the QMV kernels, 8 rows of x per pass over w: 4-bit 14336 x
 // 4096 on 2 Zen cores, one pass 7.5 ms (bf16 x) / 13 ms (float32 x), the
 // GEMM path 10 ms of dequantization plus 16-35 ms of GEMM at M = 16-32.
-// bf16 x on AMX (the fused GEMM of qmm_tiled) from 12 rows: AMX Xeon, 2
-// threads, ms, QMV passes / fused: M = 9 9.2 / 11.2, 12 11.1 / 10.2, 16
-// 15.1 / 11.2, 20 19.2 / 11.0 (dequantize-then-matmul 15.5-16.5).
-int64_t qmm_min_rows(Dtype t) {
-  return t == bfloat16 && cpu::cpu_target() >= cpu::CpuTarget::amx_bf16 ? 12 : 24;
+// bf16 x on AMX takes the fused GEMM of qmm_tiled, which for M <= 32 streams
+// w's dequantized rows through AMX tiles (try_amx_small_m), from 7 rows
+// (8 for 8-bit w, whose dequantization is slower): AMX Xeon, 2 threads,
+// 14336 x 4096, ms, QMV passes / fused; 4-bit M = 5 5.1-5.4 / 5.1-5.6, 6
+// 5.5-5.6 / 5.0-5.4, 7 6.5-6.7 / 4.9-5.6, 8 6.9-7.3 / 5.1-5.4, 9 8.3 / 5.7;
+// 8-bit M = 7 11.6 / 12.7, 8 13.5 / 12.2; 2-bit M = 7 8.4 / 5.2.
+int64_t qmm_min_rows(Dtype t, int bits) {
+  if (t == bfloat16 && cpu::cpu_target() >= cpu::CpuTarget::amx_bf16) return bits <= 4 ? 7 : 8;
+  return 24;
 }
 
 void product_2d(const cpu::QmvArgs& a, bool transpose) {
@@ -358,7 +364,7 @@ void product_2d(const cpu::QmvArgs& a, bool transpose) {
     std::fill(a.out, a.out + a.M * a.N, 0.0f);
     return;
   }
-  if (transpose && a.M > cpu::kQmvMaxRows && a.M < qmm_min_rows(a.t)) {
+  if (transpose && a.M > cpu::kQmvMaxRows && a.M < qmm_min_rows(a.t, a.bits)) {
     for (int64_t m0 = 0; m0 < a.M; m0 += cpu::kQmvMaxRows) {
       cpu::QmvArgs part = a;
       part.M = std::min<int64_t>(cpu::kQmvMaxRows, a.M - m0);
@@ -371,7 +377,7 @@ void product_2d(const cpu::QmvArgs& a, bool transpose) {
   }
   auto typed = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (a.M >= qmm_min_rows(a.t)) {
+    if (a.M >= qmm_min_rows(a.t, a.bits)) {
       if constexpr (std::is_same_v<T, bfloat16_t>) return qmm_tiled<T, bfloat16_t>(a, transpose);
       return qmm_tiled<T, float>(a, transpose);
     }
@@ -408,7 +414,7 @@ void run_product(const char* x, Dtype t, int64_t M, int64_t N, int64_t K, const 
                    reinterpret_cast<const double*>(b), p, transpose, reinterpret_cast<double*>(out));
     return;
   }
-  if (t == bfloat16 && M >= qmm_min_rows(t) && N > 0 && K > 0) {
+  if (t == bfloat16 && M >= qmm_min_rows(t, p.bits) && N > 0 && K > 0) {
     // The tiled GEMM reads x as bf16 and writes bf16: no float copies of x
     // or of the result (a 512 x 14336 result was 29 MB of fresh pages and a
     // cast pass).
