@@ -16,7 +16,7 @@ export CCACHE_NOHASHDIR := 1
 CMAKE_FLAGS += -DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE) -DCMAKE_CUDA_COMPILER_LAUNCHER=$(CCACHE)
 endif
 APT_PACKAGES := cmake ninja-build g++ libgtest-dev libopenblas-dev liblapacke-dev libkissfft-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libpcre2-dev \
-  clang libclang-rt-14-dev libomp-dev python3-venv
+  clang libclang-rt-14-dev libomp-dev python3-venv libdnnl-dev
 
 .PHONY: all build deps test sanitize tsan fuzz bench info install clean model
 

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "bench.h"
+#include "onednn_peer.h"
 
 namespace kiln::bench {
 namespace {
@@ -58,6 +59,15 @@ void add_gemm(std::vector<DrillSpec>& out, Dtype dtype, int64_t m, int64_t k, in
                st->ref.get(), n);
       };
       compare_with_float_reference(c, st, kBf16Tolerance);
+    } else {
+      st->ref = make_float_buffer(m * n);
+      auto bits = [&](int i) { return reinterpret_cast<const uint16_t*>(st->inputs[i].data<bfloat16_t>()); };
+      std::shared_ptr<OnednnMatmul> dnnl = OnednnMatmul::make(m, k, n, bits(0), bits(1), st->ref.get());
+      if (dnnl) {
+        c.peer_name = "onednn_matmul";
+        c.run_peer = [st, dnnl] { dnnl->run(); };
+        compare_with_float_reference(c, st, kBf16Tolerance);
+      }
     }
     return c;
   }});
