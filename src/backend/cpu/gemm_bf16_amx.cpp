@@ -223,16 +223,18 @@ class Scratch {
 // The packed GEMM above writes all of B packed and reads it back (three
 // passes over B's bytes), and vdpbf16ps on M <= 32 rows is compute-bound
 // past M ~ 8 (try_gemv_bf16_dot: ~175 GFLOP/s at M = 16 on this Xeon, 3 ms
-// for 4096 x 4096). Here each group of 64 columns (32 when M > 16) keeps its
-// 4 C tiles in the accumulators over all of K; per 32 k, the 32 rows' pieces
-// of the group are paired into B tiles in an L1 buffer (one vpermt2w per 32
-// columns and pair of rows) and multiplied by x's one or two A tiles, packed
-// once. Rows go to L2 two k-blocks ahead. Measured on the 2-vCPU Xeon
+// for 4096 x 4096). Here each group of 64 columns keeps its 4 C tiles in the
+// accumulators over all of K (M <= 16; with 32 rows, see small_m_group); per
+// 32 k, the 32 rows' pieces of the group are paired into B tiles in an L1
+// buffer (one vpermt2w per 32 columns and pair of rows) and multiplied by
+// x's A tile, packed once. Rows go to L2 two k-blocks ahead. Measured on the 2-vCPU Xeon
 // (2026-12-07, ms, M = 16 x K = 4096): a block of 512-2048 columns packed
 // over 64-256 rows into L2 first and then multiplied (runs of 1-4 KB per
 // row instead of 128 bytes) was slower at N = 4096 (1.45-1.8 against
 // 1.05-1.16) and level at 14336 (5.6-6.4); the prefetch into L1 or 4-16
-// blocks ahead 5-20% slower.
+// blocks ahead 5-20% slower; groups of 32 columns at M > 16 (64-byte pieces
+// per row) 13 against 9.3 ms at 32 x 4096 x 14336.
+
 // One 64-column group's B tiles for k-block kb (4 tiles of 16 pairs x 16
 // columns, 1 KB each, at bt), its rows prefetched into L2 two k-blocks ahead.
 KILN_TARGET_AMX inline void pair_group_rows(const uint16_t* B, int64_t ldb, int64_t K, int64_t kb, int64_t kblocks,
@@ -500,7 +502,7 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
 
 namespace {
 
-// W = B's columns: read in place, or made 32 rows at a time by `columns`
+// W = B's columns: read in place, or made one row at a time by `columns`
 // into an L2 buffer per group (quantized_matmul's dequantized weights).
 bool amx_small_m_transposed(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
   const int64_t M = g.M, N = g.N, K = g.K;
