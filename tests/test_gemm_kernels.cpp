@@ -140,7 +140,7 @@ TEST_P(GemmKernels, SeveralCacheBlocksAndThreads) {
   e = run_case(20, 150, 333, Layout::strided, Layout::row_major, Kind::bf16_to_bf16, 2, rng);
   EXPECT_LE(e, 1.0) << cpu_target_name();
   // bf16 with a transposed B at M <= 8 (the dot form of gemm_gemv_bf16.cpp;
-  // on AMX from M = 8 W's rows as tiles in place, amx_small_m_transposed):
+  // on AMX from M = 6 W's rows as tiles in place, amx_small_m_transposed):
   // K with a partial last 32, columns past a group of eight (of 64 / 32 rows
   // of W), strided x.
   for (int64_t m : {2, 3, 6, 8, 13, 17, 32}) {

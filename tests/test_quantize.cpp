@@ -286,8 +286,9 @@ TEST(QuantizedMatmul, HalfTypesBatchedAndNonContiguousX) {
   }
 }
 
-// bfloat16 x with M >= 24 rows takes the tiled GEMM, which writes the bf16
-// result directly: every bits, both orientations, a batch of x.
+// bfloat16 x with M >= 24 rows (7 on AMX) takes the tiled GEMM, which writes
+// the bf16 result directly: every bits, both orientations, a batch of x (80
+// rows: past the small-M tiles of Bfloat16FewRows).
 TEST(QuantizedMatmul, Bfloat16TiledProducts) {
   for (int bits : kBits) {
     for (bool transpose : {true, false}) {

@@ -3,7 +3,7 @@
 
 #include <dlfcn.h>
 
-#include <vector>
+#include <type_traits>
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>

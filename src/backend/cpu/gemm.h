@@ -36,8 +36,9 @@ using BColumnsFn = std::function<void(int64_t n0, int64_t len, bfloat16_t* rows)
 // C = A * B with B made 32 columns at a time by `columns` and never stored
 // whole (quantized_matmul's dequantized weights): on AMX CPUs the columns
 // go from an L2-sized buffer straight into the packed panels, and A is
-// packed once. Returns false, having done nothing, on other CPUs. args.B
-// and its strides are unused.
+// packed once (up to 32 rows of A, the small-M tiles read that buffer in
+// place). Returns false, having done nothing, on other CPUs. args.B and
+// its strides are unused.
 bool gemm_bf16_columns(const GemmArgs& args, Dtype out_dtype, const BColumnsFn& columns);
 
 }  // namespace kiln::cpu

@@ -226,7 +226,7 @@ class Scratch {
 // for 4096 x 4096). Here each group of 64 columns keeps its 4 C tiles in the
 // accumulators over all of K (M <= 16; with 32 rows, see small_m_group); per
 // 32 k, the 32 rows' pieces of the group are paired into B tiles in an L1
-// buffer (one vpermt2w per 32 columns and pair of rows) and multiplied by
+// buffer (pack_amx_b_rows: one vpermt2w per 32 columns and pair of rows) and multiplied by
 // x's A tile, packed once. Rows go to L2 two k-blocks ahead. Measured on the 2-vCPU Xeon
 // (2026-12-07, ms, M = 16 x K = 4096): a block of 512-2048 columns packed
 // over 64-256 rows into L2 first and then multiplied (runs of 1-4 KB per
@@ -235,14 +235,11 @@ class Scratch {
 // blocks ahead 5-20% slower; groups of 32 columns at M > 16 (64-byte pieces
 // per row) 13 against 9.3 ms at 32 x 4096 x 14336.
 
-// One 64-column group's B tiles for k-block kb (4 tiles of 16 pairs x 16
-// columns, 1 KB each, at bt), its rows prefetched into L2 two k-blocks ahead.
-KILN_TARGET_AMX inline void pair_group_rows(const uint16_t* B, int64_t ldb, int64_t K, int64_t kb, int64_t kblocks,
-                                            int64_t g0, const __mmask32* m, char* bt) {
+// One 64-column group's two B panels for k-block kb at bt (pack_amx_b_rows'
+// layout, 2 KB each), its rows prefetched into L2 two k-blocks ahead.
+KILN_TARGET_AMX inline void pair_group_rows(const uint16_t* B, int64_t ldb, int64_t K, int64_t N, int64_t kb,
+                                            int64_t kblocks, int64_t g0, char* bt) {
   constexpr int kAheadBlocks = 2;
-  alignas(64) static constexpr uint16_t kLo[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
-                                                   8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
-  const __m512i lo = _mm512_load_si512(kLo), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
   if (kb + kAheadBlocks < kblocks) {
     const char* pf = reinterpret_cast<const char*>(B + (kb + kAheadBlocks) * kKAlign * ldb + g0);
     for (int r = 0; r < kKAlign; ++r) {
@@ -250,27 +247,20 @@ KILN_TARGET_AMX inline void pair_group_rows(const uint16_t* B, int64_t ldb, int6
       _mm_prefetch(pf + r * ldb * 2 + 64, _MM_HINT_T1);
     }
   }
-  for (int p = 0; p < kKAlign / 2; ++p) {
-    const int64_t k = kb * kKAlign + 2 * p;
-    const uint16_t* r0 = B + k * ldb + g0;
-    for (int s = 0; s < 2; ++s) {
-      const __m512i a = k < K ? _mm512_maskz_loadu_epi16(m[s], r0 + 32 * s) : _mm512_setzero_si512();
-      const __m512i b = k + 1 < K ? _mm512_maskz_loadu_epi16(m[s], r0 + ldb + 32 * s) : _mm512_setzero_si512();
-      _mm512_store_si512(bt + (2 * s) * 1024 + p * 64, _mm512_permutex2var_epi16(a, lo, b));
-      _mm512_store_si512(bt + (2 * s + 1) * 1024 + p * 64, _mm512_permutex2var_epi16(a, hi, b));
-    }
-  }
+  const int64_t k0 = kb * kKAlign;
+  pack_amx_b_rows(B + k0 * ldb, ldb, N, g0, 0, 2, std::min<int64_t>(kKAlign, K - k0), bt, kKAlign * kNr * 2);
 }
 
-// C tiles 0-3 (+)= one A tile (16 rows) times the 4 B tiles at bt.
+// C tiles 0-3 (+)= one A tile (16 rows) times the 4 B tiles of the two
+// panels at bt (16 columns each, rows 128 bytes apart).
 KILN_TARGET_AMX inline void group_products(const char* ak, const char* bt) {
   _tile_loadd(4, ak, 64);
-  _tile_loadd(6, bt, 64);
-  _tile_loadd(7, bt + 1024, 64);
+  _tile_loadd(6, bt, 128);
+  _tile_loadd(7, bt + 64, 128);
   _tile_dpbf16ps(0, 4, 6);
   _tile_dpbf16ps(1, 4, 7);
-  _tile_loadd(6, bt + 2048, 64);
-  _tile_loadd(7, bt + 3072, 64);
+  _tile_loadd(6, bt + 2048, 128);
+  _tile_loadd(7, bt + 2048 + 64, 128);
   _tile_dpbf16ps(2, 4, 6);
   _tile_dpbf16ps(3, 4, 7);
 }
@@ -298,11 +288,6 @@ KILN_TARGET_AMX void small_m_group(const char* a_pack, const uint16_t* B, int64_
                                    float* ct, int64_t ldt) {
   constexpr int64_t kChunk = MT == 1 ? 1 : 8;  // k-blocks paired before the products
   alignas(64) char bt[kChunk * 4096];
-  __mmask32 m[2];
-  for (int s = 0; s < 2; ++s) {
-    const int64_t n = std::clamp<int64_t>(N - g0 - 32 * s, 0, 32);
-    m[s] = n == 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
-  }
   const int64_t kblocks = ceil_div(K, kKAlign);
   if constexpr (MT == 1) {
     _tile_zero(0);
@@ -310,14 +295,14 @@ KILN_TARGET_AMX void small_m_group(const char* a_pack, const uint16_t* B, int64_
     _tile_zero(2);
     _tile_zero(3);
     for (int64_t kb = 0; kb < kblocks; ++kb) {
-      pair_group_rows(B, ldb, K, kb, kblocks, g0, m, bt);
+      pair_group_rows(B, ldb, K, N, kb, kblocks, g0, bt);
       group_products(a_pack + kb * (kMr * kKAlign * 2), bt);
     }
     group_tiles(ct, ldt, false);
   } else {
     for (int64_t kc0 = 0; kc0 < kblocks; kc0 += kChunk) {
       const int64_t kc1 = std::min(kblocks, kc0 + kChunk);
-      for (int64_t kb = kc0; kb < kc1; ++kb) pair_group_rows(B, ldb, K, kb, kblocks, g0, m, bt + (kb - kc0) * 4096);
+      for (int64_t kb = kc0; kb < kc1; ++kb) pair_group_rows(B, ldb, K, N, kb, kblocks, g0, bt + (kb - kc0) * 4096);
       for (int h = 0; h < 2; ++h) {
         if (kc0 == 0) {
           _tile_zero(0);
