@@ -1,10 +1,11 @@
 #pragma once
 // Shared loops of the elementwise kernels: a contiguous fast path the
 // compiler vectorizes, and a strided path for any layout.
+#include <algorithm>
 #include <array>
 
-#include "backend/cpu/cast.h"
 #include "backend/common/layout.h"
+#include "backend/cpu/cast.h"
 #include "backend/cpu/copy.h"
 #include "backend/cpu/stream_store.h"
 #include "backend/cpu/threading.h"
@@ -13,6 +14,25 @@
 namespace kiln::cpu {
 
 inline constexpr int64_t kElementwiseGrain = 1 << 14;
+
+// f(b, e) over [0, n) in blocks of 1 KB of src, each block's read started
+// (prefetched into L1) 2 KB ahead. For loops bound by their arithmetic (the
+// math ops): with tens of cycles between two cache lines of src, this VM's
+// hardware prefetchers fell behind and the loads waited on memory. On the
+// 2-vCPU Xeon (AVX-512), gelu_approx over 2^26 elements, the scalar loop in a
+// standalone program: bf16
+// 33 -> 22 ms, float32 21.5 -> 19.3 (a distance of 4 KB: 20.8).
+template <typename T, typename F>
+inline void prefetched_blocks(const T* src, int64_t n, F&& f) {
+  constexpr int64_t kBlock = 1024 / sizeof(T), kAhead = 2048 / sizeof(T), kLine = 64 / sizeof(T);
+  for (int64_t b = 0; b < n; b += kBlock) {
+    // Prefetches past the end are harmless (they never fault), but stay
+    // inside the allocation's span for the sanitizers' peace of mind.
+    const int64_t e = std::min(n, b + kBlock);
+    for (int64_t l = b + kAhead; l < std::min(n, e + kAhead); l += kLine) __builtin_prefetch(src + l, 0, 3);
+    f(b, e);
+  }
+}
 
 // dst[i] = f(i) for i < n over the threads; with streaming stores
 // (stream_store.h) when `stream`.
