@@ -143,6 +143,21 @@ TEST_P(GemmKernels, SeveralCacheBlocksAndThreads) {
   // on AMX from M = 6 W's rows as tiles in place, amx_small_m_transposed):
   // K with a partial last 32, columns past a group of eight (of 64 / 32 rows
   // of W), strided x.
+  // On AMX, products of more than 32 rows up to 512^3 with K a multiple of
+  // 32 read A in place (try_amx_small_product): a partial last row block
+  // (staged), partial 32-column panels, row-major and transposed B, fewer
+  // panels than threads (row blocks split instead).
+  const int64_t small[][3] = {{33, 45, 64},   {100, 70, 96},  {129, 33, 256},
+                              {64, 300, 128}, {250, 96, 512}, {512, 20, 64}};
+  for (const auto& s : small) {
+    for (Kind kind : kKinds) {
+      for (Layout lb : {Layout::row_major, Layout::col_major}) {
+        e = run_case(s[0], s[1], s[2], Layout::row_major, lb, kind, 2, rng);
+        EXPECT_LE(e, 1.0) << s[0] << "x" << s[1] << "x" << s[2] << " kind=" << int(kind) << " lb=" << int(lb) << " "
+                          << cpu_target_name();
+      }
+    }
+  }
   for (int64_t m : {2, 3, 6, 8, 13, 17, 32}) {
     e = run_case(m, 77, 1031, Layout::strided, Layout::col_major, Kind::bf16_to_f32, 2, rng);
     EXPECT_LE(e, 1.0) << "M " << m << " " << cpu_target_name();

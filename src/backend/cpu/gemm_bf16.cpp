@@ -104,7 +104,7 @@ void gemm_bf16(const GemmArgs& args, Dtype out_dtype) {
   const bool out_bf16 = out_dtype == Dtype::bfloat16;
   if (args.M <= 0 || args.N <= 0) return;
   const CpuTarget t = cpu_target();
-  if (t == CpuTarget::amx_bf16 && try_amx_small_m(args, out_bf16)) return;
+  if (t == CpuTarget::amx_bf16 && (try_amx_small_m(args, out_bf16) || try_amx_small_product(args, out_bf16))) return;
   if (t >= CpuTarget::avx512_bf16 && try_gemv_bf16_dot(args, out_bf16)) return;
   if (t >= CpuTarget::avx512 && try_gemv_avx512(args, true, true, out_bf16)) return;
   if (t == CpuTarget::amx_bf16) {

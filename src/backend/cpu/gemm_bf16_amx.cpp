@@ -531,6 +531,116 @@ bool amx_small_m_transposed(const GemmArgs& g, bool out_bf16, const BColumnsFn* 
 
 }  // namespace
 
+namespace {
+
+// C[32 x 32] (fp32, at c with row stride ldc floats) = A's 32 rows at a (row
+// stride lda elements, k contiguous, read in place) times one packed B
+// micro-panel over kp k (a multiple of 32).
+KILN_TARGET_AMX void kernel_amx_a_in_place(int64_t kp, const uint16_t* a, int64_t lda, const char* b, float* c,
+                                           int64_t ldc) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  const uint16_t* a1 = a + 16 * lda;
+  for (int64_t k = 0; k < kp; k += kKAlign) {
+    const char* bk = b + k * kNr * 2;
+    _tile_loadd(4, a + k, lda * 2);
+    _tile_loadd(6, bk, 128);
+    _tile_loadd(7, bk + 64, 128);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_loadd(5, a1 + k, lda * 2);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, ldc * 4);
+  _tile_stored(1, c + 16, ldc * 4);
+  _tile_stored(2, c + 16 * ldc, ldc * 4);
+  _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+}
+
+}  // namespace
+
+// Small products (up to 768^3 multiply-adds; the measurements are at
+// kAmxSmallProductMax): run_amx_gemm's whole-operand packing, its two
+// barriers and the writes through its C blocks cost more than the tiles'
+// work at 256^3 (perf: 22% packing B, 17% waiting in OpenMP, 8% the
+// write-out, 36% the tiles).
+// Here A (row-major, K a multiple of 32) is read in place by the tile loads,
+// and each thread packs only the 32-column B panels it multiplies, one at a
+// time into L1, with no barrier: units of one panel by a range of 32-row
+// blocks, panel-major, split over the threads. A's last partial row block
+// is staged zero-padded once per thread.
+bool try_amx_small_product(const GemmArgs& g, bool out_bf16) {
+  const int64_t M = g.M, N = g.N, K = g.K;
+  if (M <= 32 || K <= 0 || K % kKAlign != 0 || g.a_col_stride != 1) return false;
+  if (static_cast<double>(M) * N * K > kAmxSmallProductMax) return false;
+  const int64_t panels = ceil_div(N, kNr), mblocks = ceil_div(M, kMr);
+  const int nt = static_cast<int>(std::min<int64_t>(useful_threads(g.threads, 2.0 * M * N * K), panels * mblocks));
+  // Row-block ranges per panel: enough units that every thread has two.
+  const int64_t mparts = std::min(mblocks, ceil_div(2 * nt, panels)), units = panels * mparts;
+  const auto* A = static_cast<const uint16_t*>(g.A);
+  const auto* B = static_cast<const char*>(g.B);
+  const int64_t cbytes = out_bf16 ? 2 : 4, panel_bytes = K * kNr * 2;
+  // Per thread: one B panel and A's staged last rows.
+  const int64_t per_thread = panel_bytes + (M % kMr != 0 ? kMr * K * 2 : 0);
+  thread_local Scratch scratch;
+  char* const ws = scratch.get(nt * per_thread);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    int64_t u0, u1;
+    split_range(units, omp_get_num_threads(), omp_get_thread_num(), &u0, &u1);
+    if (u0 < u1) {
+      char* const b_pack = ws + omp_get_thread_num() * per_thread;
+      uint16_t* const a_edge = reinterpret_cast<uint16_t*>(b_pack + panel_bytes);
+      bool edge_ready = false;
+      alignas(64) float ct[kMr * kNr];
+      amx_thread_begin();
+      int64_t packed = -1;
+      for (int64_t u = u0; u < u1; ++u) {
+        const int64_t q = u / mparts, n0 = q * kNr, len = std::min<int64_t>(kNr, N - n0);
+        if (q != packed) {
+          if (g.b_col_stride == 1) {
+            pack_amx_b_rows(static_cast<const uint16_t*>(g.B), g.b_row_stride, N, n0, 0, 1, K, b_pack, panel_bytes);
+          } else {
+            pack_amx_b(B + n0 * g.b_col_stride * 2, g.b_col_stride, g.b_row_stride, len, K, b_pack);
+          }
+          packed = q;
+        }
+        int64_t i0, i1;
+        split_range(mblocks, static_cast<int>(mparts), static_cast<int>(u % mparts), &i0, &i1);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t m0 = i * kMr, rows = std::min<int64_t>(kMr, M - m0);
+          const uint16_t* a = A + m0 * g.a_row_stride;
+          int64_t lda = g.a_row_stride;
+          if (rows < kMr) {
+            // The last rows, staged with zero rows below them (A tiles are
+            // 16 whole rows).
+            if (!edge_ready) {
+              for (int64_t r = 0; r < kMr; ++r) {
+                if (r < rows) {
+                  std::memcpy(a_edge + r * K, a + r * g.a_row_stride, K * 2);
+                } else {
+                  std::memset(a_edge + r * K, 0, K * 2);
+                }
+              }
+              edge_ready = true;
+            }
+            a = a_edge;
+            lda = K;
+          }
+          kernel_amx_a_in_place(K, a, lda, b_pack, ct, kNr);
+          write_block(ct, kNr, rows, len, static_cast<char*>(g.C) + (m0 * g.ldc + n0) * cbytes, g.ldc, out_bf16);
+        }
+      }
+      amx_thread_end();
+    }
+  }
+  scratch.trim();
+  return true;
+}
+
 bool try_amx_small_m(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
   if (g.M < 1 || g.M > 32 || g.N <= 0 || g.K <= 0) return false;
   if (columns != nullptr) return amx_small_m_transposed(g, out_bf16, columns);

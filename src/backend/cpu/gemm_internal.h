@@ -87,6 +87,16 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns = 
 // 21-22; transposed, medians of noisy runs: M = 2 3.5-5.7 / 2.6, 3 3.3-3.9 /
 // 3.3-4.2, 4 3.8-4.5 / 3.6-3.7, 6 3.2-4.8 / 4.8-6.0, 7 4.0-4.3 / 5.4-5.5).
 inline constexpr int64_t kAmxSmallMinM = 8, kAmxSmallMinMTransposed = 6;
+// Products of 33 or more rows up to kAmxSmallProductMax multiply-adds, A
+// row-major with K a multiple of 32, on AMX without whole-operand packing or
+// barriers (gemm_bf16_amx.cpp); false where the shape or layout is not one it
+// takes. Against run_amx_gemm (2-vCPU Xeon, 2026-12-07, alternating, µs):
+// 512^3 124 / 154, 640^3 258 / 398, 768^3 435 / 572, 896^3 706 / 761, 1024^3
+// 1159 / 1064; 128 x 4096 x 128 81 / 173, 2048 x 256 x 256 141 / 159, but
+// 1024 x 512 x 1024 707 / 539 and 2048 x 512 x 512 696 / 524 (A, streamed
+// from L2 once per panel, no longer fits there), so the cut is at 768^3.
+bool try_amx_small_product(const GemmArgs& g, bool out_bf16);
+inline constexpr double kAmxSmallProductMax = 768.0 * 768 * 768;
 // With `columns` (B made 32 columns at a time, as gemm_bf16_columns) any M <= 32
 // takes the transposed form.
 bool try_amx_small_m(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns = nullptr);
