@@ -57,7 +57,7 @@ bool try_wide(const array& in, array& out, F f) {
 template <typename T>
 void run_unary(UnaryOp op, const array& in, array& out) {
   using C = cpu::compute_t<T>;
-  static const cpu::CpuTarget target = cpu::cpu_target();
+  const cpu::CpuTarget target = cpu::cpu_target();  // honours set_cpu_target_override
   if (target >= cpu::CpuTarget::avx512 && detail::is_row_contiguous(in.desc()->shape, in.desc()->strides) &&
       cpu::unary_avx512(op, in.dtype(), detail::data_ptr(in), detail::data_ptr(out), static_cast<int64_t>(out.size()),
                         target >= cpu::CpuTarget::avx512_bf16)) {
