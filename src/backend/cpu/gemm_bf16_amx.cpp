@@ -80,13 +80,16 @@ KILN_TARGET_AMX void amx_thread_begin() {
 
 KILN_TARGET_AMX void amx_thread_end() { _tile_release(); }
 
-// C[32 x 32] (fp32, leading dimension ldc) = or += the product of one A and
-// one B micro-panel over kc_padded k. C goes straight between memory and the
-// accumulator tiles (a tile store read back by vector loads waits for the
-// store to reach L1). The panels are zero past M, N and K, so every tile is
-// whole; the caller's C block has room for it.
-KILN_TARGET_AMX void kernel_bf16_amx_32x32(int64_t kc_padded, const char* a, const char* b, float* c, int64_t ldc,
-                                           bool accumulate) {
+// C[32 x 32] (fp32, leading dimension ldc) = or += the product of 32 rows of
+// A and one B micro-panel over kc_padded k. A's tiles are 16 rows a_stride
+// bytes apart, rows 16-31 a_half bytes after rows 0-15, each 32 k a_step
+// bytes after the last: a packed micro-panel (64, 1 KB, 2 KB) or A in place
+// (its row stride, 16 rows, 64 bytes). C goes straight between memory and
+// the accumulator tiles (a tile store read back by vector loads waits for
+// the store to reach L1). The panels are zero past M, N and K, so every tile
+// is whole; the caller's C block has room for it.
+KILN_TARGET_AMX void kernel_bf16_amx_32x32(int64_t kc_padded, const char* a, int64_t a_stride, int64_t a_half,
+                                           int64_t a_step, const char* b, float* c, int64_t ldc, bool accumulate) {
   if (accumulate) {
     _tile_loadd(0, c, ldc * 4);
     _tile_loadd(1, c + 16, ldc * 4);
@@ -100,14 +103,14 @@ KILN_TARGET_AMX void kernel_bf16_amx_32x32(int64_t kc_padded, const char* a, con
   }
   const int64_t kblocks = kc_padded / kKAlign;
   for (int64_t kb = 0; kb < kblocks; ++kb) {
-    const char* ak = a + kb * (kMr * kKAlign * 2);
+    const char* ak = a + kb * a_step;
     const char* bk = b + kb * (kKAlign / 2 * kNr * 4);
-    _tile_loadd(4, ak, 64);
+    _tile_loadd(4, ak, a_stride);
     _tile_loadd(6, bk, 128);
     _tile_loadd(7, bk + 64, 128);
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(5, ak + 16 * 64, 64);
+    _tile_loadd(5, ak + a_half, a_stride);
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
@@ -115,6 +118,12 @@ KILN_TARGET_AMX void kernel_bf16_amx_32x32(int64_t kc_padded, const char* a, con
   _tile_stored(1, c + 16, ldc * 4);
   _tile_stored(2, c + 16 * ldc, ldc * 4);
   _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+}
+
+// kernel_bf16_amx_32x32 on a packed A micro-panel ([K/32][32 rows][32 k]).
+KILN_TARGET_AMX void kernel_bf16_amx_packed(int64_t kc_padded, const char* a, const char* b, float* c, int64_t ldc,
+                                            bool accumulate) {
+  kernel_bf16_amx_32x32(kc_padded, a, kKAlign * 2, 16 * kKAlign * 2, kMr * kKAlign * 2, b, c, ldc, accumulate);
 }
 
 // A rows as [K/32][32 rows][32 k]; zero rows past len, zero k past klen.
@@ -472,7 +481,7 @@ void run_amx_gemm(const GemmArgs& g, bool out_bf16, const BColumnsFn* columns) {
             for (int64_t i = 0; i < mb; i += kMr) {
               // Whole tiles: the packed panels are zero past M and N, and the block has room.
               const char* ap = a_pack + (m0 + i) / kMr * panel_bytes + pc * kMr * 2;
-              kernel_bf16_amx_32x32(kc, ap, bp, c + i * ldw + j, ldw, pc > 0);
+              kernel_bf16_amx_packed(kc, ap, bp, c + i * ldw + j, ldw, pc > 0);
             }
           }
         }
@@ -527,37 +536,6 @@ bool amx_small_m_transposed(const GemmArgs& g, bool out_bf16, const BColumnsFn* 
   });
   scratch.trim();
   return true;
-}
-
-}  // namespace
-
-namespace {
-
-// C[32 x 32] (fp32, at c with row stride ldc floats) = A's 32 rows at a (row
-// stride lda elements, k contiguous, read in place) times one packed B
-// micro-panel over kp k (a multiple of 32).
-KILN_TARGET_AMX void kernel_amx_a_in_place(int64_t kp, const uint16_t* a, int64_t lda, const char* b, float* c,
-                                           int64_t ldc) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
-  const uint16_t* a1 = a + 16 * lda;
-  for (int64_t k = 0; k < kp; k += kKAlign) {
-    const char* bk = b + k * kNr * 2;
-    _tile_loadd(4, a + k, lda * 2);
-    _tile_loadd(6, bk, 128);
-    _tile_loadd(7, bk + 64, 128);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_loadd(5, a1 + k, lda * 2);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  _tile_stored(0, c, ldc * 4);
-  _tile_stored(1, c + 16, ldc * 4);
-  _tile_stored(2, c + 16 * ldc, ldc * 4);
-  _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
 }
 
 }  // namespace
@@ -630,7 +608,8 @@ bool try_amx_small_product(const GemmArgs& g, bool out_bf16) {
             a = a_edge;
             lda = K;
           }
-          kernel_amx_a_in_place(K, a, lda, b_pack, ct, kNr);
+          kernel_bf16_amx_32x32(K, reinterpret_cast<const char*>(a), lda * 2, 16 * lda * 2, kKAlign * 2, b_pack, ct,
+                                kNr, false);
           write_block(ct, kNr, rows, len, static_cast<char*>(g.C) + (m0 * g.ldc + n0) * cbytes, g.ldc, out_bf16);
         }
       }
