@@ -549,7 +549,7 @@ bool amx_small_m_transposed(const GemmArgs& g, bool out_bf16, const BColumnsFn* 
 // and each thread packs only the 32-column B panels it multiplies, one at a
 // time into L1, with no barrier: units of one panel by a range of 32-row
 // blocks, panel-major, split over the threads. A's last partial row block
-// is staged zero-padded once per thread.
+// is packed (pack_amx_a, zero rows below it) once per thread.
 bool try_amx_small_product(const GemmArgs& g, bool out_bf16) {
   const int64_t M = g.M, N = g.N, K = g.K;
   if (M <= 32 || K <= 0 || K % kKAlign != 0 || g.a_col_stride != 1) return false;
@@ -561,7 +561,7 @@ bool try_amx_small_product(const GemmArgs& g, bool out_bf16) {
   const auto* A = static_cast<const uint16_t*>(g.A);
   const auto* B = static_cast<const char*>(g.B);
   const int64_t cbytes = out_bf16 ? 2 : 4, panel_bytes = K * kNr * 2;
-  // Per thread: one B panel and A's staged last rows.
+  // Per thread: one B panel and A's packed last rows.
   const int64_t per_thread = panel_bytes + (M % kMr != 0 ? kMr * K * 2 : 0);
   thread_local Scratch scratch;
   char* const ws = scratch.get(nt * per_thread);
@@ -571,7 +571,7 @@ bool try_amx_small_product(const GemmArgs& g, bool out_bf16) {
     split_range(units, omp_get_num_threads(), omp_get_thread_num(), &u0, &u1);
     if (u0 < u1) {
       char* const b_pack = ws + omp_get_thread_num() * per_thread;
-      uint16_t* const a_edge = reinterpret_cast<uint16_t*>(b_pack + panel_bytes);
+      char* const a_edge = b_pack + panel_bytes;
       bool edge_ready = false;
       alignas(64) float ct[kMr * kNr];
       amx_thread_begin();
@@ -591,25 +591,18 @@ bool try_amx_small_product(const GemmArgs& g, bool out_bf16) {
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t m0 = i * kMr, rows = std::min<int64_t>(kMr, M - m0);
           const uint16_t* a = A + m0 * g.a_row_stride;
-          int64_t lda = g.a_row_stride;
           if (rows < kMr) {
-            // The last rows, staged with zero rows below them (A tiles are
+            // The last rows, packed with zero rows below them (A tiles are
             // 16 whole rows).
             if (!edge_ready) {
-              for (int64_t r = 0; r < kMr; ++r) {
-                if (r < rows) {
-                  std::memcpy(a_edge + r * K, a + r * g.a_row_stride, K * 2);
-                } else {
-                  std::memset(a_edge + r * K, 0, K * 2);
-                }
-              }
+              pack_amx_a(a, g.a_row_stride, 1, rows, K, a_edge);
               edge_ready = true;
             }
-            a = a_edge;
-            lda = K;
+            kernel_bf16_amx_packed(K, a_edge, b_pack, ct, kNr, false);
+          } else {
+            kernel_bf16_amx_32x32(K, reinterpret_cast<const char*>(a), g.a_row_stride * 2, 16 * g.a_row_stride * 2,
+                                  kKAlign * 2, b_pack, ct, kNr, false);
           }
-          kernel_bf16_amx_32x32(K, reinterpret_cast<const char*>(a), lda * 2, 16 * lda * 2, kKAlign * 2, b_pack, ct,
-                                kNr, false);
           write_block(ct, kNr, rows, len, static_cast<char*>(g.C) + (m0 * g.ldc + n0) * cbytes, g.ldc, out_bf16);
         }
       }

@@ -22,13 +22,15 @@
 // tests/test_unary_avx512.cpp checks every bfloat16 input and 2^22 float32
 // ones (NaNs, infinities, subnormals) against the scalar path, so a change
 // to kernel_math.inc's constants that is not made here too fails there.
+#include "backend/cpu/unary_avx512.h"
+
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "backend/cpu/avx512_target.h"
 #include "backend/cpu/elementwise.h"
-#include "backend/cpu/unary_avx512.h"
+#include "backend/cpu/gemm_avx512_store.h"
 
 // The whole file (its lambdas included) is AVX-512 code: callers check the
 // CPU first. AVX512-BF16 instructions appear only in to_bf16_native.
@@ -40,7 +42,8 @@ namespace {
 
 inline __m512 set(float v) { return _mm512_set1_ps(v); }
 
-// simd::exp without its NaN pass-through (callers put x back).
+// simd::exp without its NaN pass-through (callers put x back). Not
+// exp_avx512.h's shorter exp, whose values differ from simd::exp's.
 inline __m512 exp_core(__m512 x) {
   __m512 xc = _mm512_min_ps(_mm512_max_ps(x, set(-104.0f)), set(89.0f));
   __m512 t = _mm512_fmadd_ps(xc, set(1.44269504088896341f), set(12582912.0f));
@@ -95,20 +98,10 @@ inline __m512 load_bf16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-// float_to_bf16 with integer ops: (x + 0x7fff + lsb) >> 16, NaN quieted.
-inline __m256i to_bf16_int(__m512 y) {
-  __m512i x = _mm512_castps_si512(y);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-  r = _mm512_mask_mov_epi32(r, is_nan(y), quiet);
-  return _mm512_cvtepi32_epi16(r);
-}
-
 inline __m256i to_bf16_native(__m512 y) {
   __m256i r = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(y));
   const __mmask16 sub = _mm512_fpclass_ps_mask(y, 0x20);  // subnormal
-  if (__builtin_expect(sub != 0, 0)) r = _mm256_mask_mov_epi16(r, sub, to_bf16_int(y));
+  if (__builtin_expect(sub != 0, 0)) r = _mm256_mask_mov_epi16(r, sub, gemm_detail::round_to_bf16(y));
   return r;
 }
 
@@ -128,7 +121,8 @@ template <UnaryOp op, bool native>
 void run_bf16(const uint16_t* src, uint16_t* dst, int64_t n) {
   auto convert = [](__m512 y) {
     if constexpr (native) return to_bf16_native(y);
-    else return to_bf16_int(y);
+    else
+      return gemm_detail::round_to_bf16(y);
   };
   prefetched_blocks(src, n, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; i += 16) {
