@@ -7,12 +7,16 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <random>
 #include <string>
 #include <thread>
 
 #include "backend/cpu/compiled_codegen.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/simd_math.h"
 #include "core/compiled.h"
 #include "kiln/compile.h"
@@ -211,9 +215,78 @@ TEST(CompileCodegen, UnsupportedOpsHaveNoSource) {
     std::vector<array> g = compile(gelu_fn)({random_array({10}, t), random_array({10}, t)});
     auto* cg = dynamic_cast<const Compiled*>(g[0].primitive().get());
     ASSERT_NE(cg, nullptr);
-    EXPECT_NE(cpu::codegen::kernel_source(*cg, "cc").find("ko::gelu_approx_op::apply"), std::string::npos);
+    // float32 on AVX-512 runs the 16-lane form (vec_math_avx512.inc).
+    const bool lanes = t == float32 && cpu::cpu_target() >= cpu::CpuTarget::avx512;
+    EXPECT_NE(cpu::codegen::kernel_source(*cg, "cc").find(lanes ? "kv::gelu_approx(" : "ko::gelu_approx_op::apply"),
+              std::string::npos);
   }
   expect_same(gelu_fn, {random_array({3001}, float64), random_array({3001}, float64)});
+}
+
+// ---- the 16-lane loop (float32 / bfloat16 on AVX-512) ----
+
+// n floats: plain values, NaNs, infinities, signed zeros, subnormals and the
+// points where exp, tanh and the bf16 rounding bend.
+std::vector<float> special_floats(int64_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-6.0f, 6.0f);
+  const float specials[] = {0.0f,     -0.0f,     1e-45f, -3e-39f, 1e-38f,  89.5f, -104.5f, -1e30f,      1e30f,
+                            INFINITY, -INFINITY, NAN,    -NAN,    0.0003f, 9.02f, -7.95f,  1.00390625f, 3.3895314e38f};
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i % 7 == 3 ? specials[g() % (sizeof(specials) / sizeof(float))] : u(g);
+  return v;
+}
+
+// The outputs' bits against the uncompiled function's; two NaNs compare
+// equal (x86 picks between two NaN operands' payloads by operand order,
+// which compilers swap for + and *).
+void expect_same_bits(const ArrayFn& fn, const std::vector<array>& inputs) {
+  std::vector<array> got = compile(fn)(inputs);
+  std::vector<array> want = fn(inputs);
+  eval(got);
+  eval(want);
+  for (size_t k = 0; k < got.size(); ++k) {
+    ASSERT_EQ(got[k].dtype(), want[k].dtype());
+    array g = astype(got[k], float32), w = astype(want[k], float32);  // exact for bf16
+    const float* a = g.data<float>();
+    const float* b = w.data<float>();
+    int bad = 0;
+    for (size_t i = 0; i < g.size() && bad < 5; ++i) {
+      if (std::memcmp(&a[i], &b[i], 4) != 0 && !(std::isnan(a[i]) && std::isnan(b[i]))) {
+        ++bad;
+        ADD_FAILURE() << "output " << k << " element " << i << ": " << a[i] << " vs uncompiled " << b[i];
+      }
+    }
+  }
+}
+
+TEST(CompileCodegen, SixteenLaneLoopMatchesTheOpsBitForBit) {
+  UseBackend use(detail::CompileBackend::codegen);
+  auto fn = [](const std::vector<array>& in) -> std::vector<array> {
+    const array &x = in[0], &y = in[1], &r = in[2], &k = in[3], &s = in[4];
+    array a = gelu_approx(x + y) * r - tanh(x) / k;
+    array b = maximum(sigmoid(x), minimum(y, s)) + silu(r) - exp(y * 0.25f);
+    array c = rsqrt(abs(x)) + sqrt(square(y)) + relu(-x) - a * b;
+    return {c + astype(astype(a, float32) * 2.0f, x.dtype())};
+  };
+  for (Dtype t : {float32, bfloat16}) {
+    for (int64_t cols : {1, 15, 16, 17, 300, 4099}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " cols=" + std::to_string(cols));
+      const int64_t rows = 5;
+      auto make = [&](int64_t n, Shape shape, uint32_t seed) {
+        return astype(array(special_floats(n, seed), shape), t);
+      };
+      std::vector<array> in = {make(rows * cols, {rows, cols}, 1), make(rows * cols, {rows, cols}, 2),
+                               make(cols, {cols}, 3), make(rows, {rows, 1}, 4), make(1, {}, 5)};
+      expect_same_bits(fn, in);
+    }
+  }
+  // The kernel runs 16 lanes where the CPU has AVX-512, its scalar loop below.
+  std::vector<array> g = compile(add_gelu)({random_array({10}, bfloat16), random_array({10}, bfloat16)});
+  auto* c = dynamic_cast<const Compiled*>(g[0].primitive().get());
+  ASSERT_NE(c, nullptr);
+  const bool lanes = cpu::cpu_target() >= cpu::CpuTarget::avx512;
+  EXPECT_EQ(cpu::codegen::kernel_source(*c, "cc").find("kv::gelu_approx(") != std::string::npos, lanes);
 }
 
 // ---- the branch-free 16-bit conversions equal dtype.h's ----

@@ -84,6 +84,7 @@ std::vector<std::string> compiler_flags() {
   cpu::CpuTarget t = cpu::cpu_target();
   if (t >= cpu::CpuTarget::avx512) {
     f.insert(f.end(), {"-march=x86-64-v4", "-mprefer-vector-width=512"});
+    if (t >= cpu::CpuTarget::avx512_bf16) f.push_back("-mavx512bf16");  // vcvtneps2bf16 (codegen_emit.cpp)
   } else if (t >= cpu::CpuTarget::avx2) {
     f.push_back("-march=x86-64-v3");
   } else {
