@@ -354,6 +354,42 @@ TEST(FastRope, StreamedOutputsGiveTheSameBits) {
   }
 }
 
+// Every CPU kernel level (the portable rotation, the AVX-512 table rows)
+// gives the same bits: rows over the shared table (several heads, many
+// positions), partial rotation, half widths that are not a multiple of 16,
+// denormal bf16 inputs, streamed and plain stores, both layouts.
+TEST(FastRope, EveryKernelLevelGivesTheSameBits) {
+  for (Dtype t : {float32, bfloat16, float16}) {
+    for (auto [d, dims] : {std::pair{128, 128}, {72, 40}, {36, 36}, {10, 6}}) {
+      array x = astype(random_array({2, 3, 37, d}), t);
+      if (t == bfloat16) x = where(arange(d) == array(3), array(1e-39f, t), x);
+      for (bool traditional : {false, true}) {
+        for (int streamed = 0; streamed < 2; ++streamed) {
+          SCOPED_TRACE(std::string(dtype_name(t)) + " d " + std::to_string(d) + " dims " + std::to_string(dims) +
+                       (traditional ? " traditional" : " half-split") + (streamed ? " streamed" : ""));
+          cpu::set_streaming_threshold(streamed ? 0 : SIZE_MAX);
+          std::vector<double> first;
+          for (auto level :
+               {cpu::CpuTarget::scalar, cpu::CpuTarget::avx2, cpu::CpuTarget::avx512, cpu::CpuTarget::avx512_bf16}) {
+            if (level > cpu::cpu_target()) continue;
+            cpu::set_cpu_target_override(level);
+            std::vector<double> got = to_double(fast::rope(x, dims, traditional, 10000.0f, 0.5f, 11));
+            cpu::clear_cpu_target_override();
+            if (first.empty()) {
+              first = got;
+              continue;
+            }
+            size_t i = 0;
+            while (i < got.size() && (got[i] == first[i] || (std::isnan(got[i]) && std::isnan(first[i])))) ++i;
+            EXPECT_EQ(i, got.size()) << "level " << static_cast<int>(level) << ": element " << i << " differs";
+          }
+        }
+      }
+    }
+  }
+  cpu::set_streaming_threshold(SIZE_MAX);
+}
+
 TEST(FastRope, StridedOffsetsAndFreqs) {
   array x = random_array({3, 2, 4, 8}, float32);
   array off = slice(array({4, -1, 9, -1, 30, -1}, {6}), {0}, {6}, {2});

@@ -17,14 +17,20 @@
 // 4096, 128], old and new binaries alternating on the Zen 4/5 VM (session
 // 25): bfloat16 5.6-8.9 -> 2.7-2.9 ms, float32 4.9-6.1 -> 4.7-4.9 ms. The
 // rotation is a template on the layout, so the half-split loop vectorizes
-// with unit stride.
+// with unit stride; on AVX-512 the table rows run in rope_avx512.cpp.
+// Tasks over the table are position-major (see eval_cpu). Session 41, Xeon
+// VM, bfloat16 [1, 32, 4096, 128]: 3.9-4.2 ms (AVX2 rotation, row-major)
+// -> 2.5-2.7 (AVX-512) -> 1.74-2.2 (position-major, 0.88-1.07 of the
+// roofline); float32 stayed at 4.1-4.8.
 // The rotation itself runs in float, rounded once to the output type.
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/copy.h"
+#include "backend/cpu/cpu_features.h"
 #include "backend/cpu/fast_rows.h"
+#include "backend/cpu/rope_avx512.h"
 #include "backend/cpu/stream_store.h"
 #include "backend/cpu/threading.h"
 #include "core/primitives_fast_norm.h"
@@ -33,6 +39,7 @@ namespace kiln {
 namespace {
 
 constexpr int64_t kRopeGrain = 1 << 15;  // elements per task
+constexpr int64_t kPositionBlock = 32;   // positions of the table a task's heads pass over together
 
 // The angles' per-position increments (double) and what the rows share.
 struct RopeAngles {
@@ -78,8 +85,9 @@ inline void rotate_row(const T* xr, T* yr, int64_t d, int dims, const float* __r
   for (int i = 0; i < half; ++i) {
     const int64_t i1 = i * step, i2 = i1 + stride;
     const float x1 = cpu::Cvt<T>::load(xr, i1), x2 = cpu::Cvt<T>::load(xr, i2);
-    yr[i1] = cpu::Cvt<T>::make(x1 * cf[i] - x2 * sf[i]);
-    yr[i2] = cpu::Cvt<T>::make(x1 * sf[i] + x2 * cf[i]);
+    // The multiply-adds spelled out, as rope_avx512.cpp computes them.
+    yr[i1] = cpu::Cvt<T>::make(std::fma(x1, cf[i], -(x2 * sf[i])));
+    yr[i2] = cpu::Cvt<T>::make(std::fma(x2, cf[i], x1 * sf[i]));
   }
   if (yr != xr) {
     for (int64_t k = dims; k < d; ++k) yr[k] = xr[k];
@@ -197,17 +205,40 @@ void RoPE::eval_cpu(const std::vector<array>& inputs, array& out) {
   // VM (session 38), 4% faster on the Zen 4/5 VM (session 25); 16-bit types
   // were level on the Xeon and 35% slower on the Zen.
   const bool stream = size_of(x.dtype()) == 4 && cpu::streaming_pays(2 * x.nbytes());
+  const cpu::CpuTarget target = cpu::cpu_target();
   auto go = [&](auto tag) {
     using T = decltype(tag);
     const T* px = reinterpret_cast<const T*>(src.data);
     T* py = reinterpret_cast<T*>(detail::data_ptr(out));
-    cpu::parallel_for(rows, std::max<int64_t>(1, kRopeGrain / d), [&](int64_t b, int64_t e) {
-      if (table && traditional_) {
+    // Rows [b, e) of one run of positions, over the table.
+    auto table_rows = [&](int64_t b, int64_t e) {
+      if (target >= cpu::CpuTarget::avx512 &&
+          cpu::rope_table_rows_avx512(x.dtype(),
+                                      {px, py, b, e, T_len, d, dims_, traditional_, cf.data(), sf.data(), stream},
+                                      target >= cpu::CpuTarget::avx512_bf16)) {
+        return;
+      }
+      if (traditional_)
         rope_rows_table<true>(px, py, b, e, T_len, d, dims_, cf.data(), sf.data(), stream);
-      } else if (table) {
+      else
         rope_rows_table<false>(px, py, b, e, T_len, d, dims_, cf.data(), sf.data(), stream);
-      } else {
+    };
+    if (!table) {
+      cpu::parallel_for(rows, std::max<int64_t>(1, kRopeGrain / d), [&](int64_t b, int64_t e) {
         rope_rows<T>(px, py, b, e, per_batch, T_len, d, dims_, traditional_, offsets, per_batch_offset, a);
+      });
+      return;
+    }
+    // Position-major: a task takes a range of positions for every head and
+    // batch, kPositionBlock positions at a time, so the table rows it reads
+    // stay in L1 while every head passes over them. Tasks of whole rows
+    // swept the table once per head, and at T = 4096, dims = 128 its cos and
+    // sin (2 MB) do not stay in L2.
+    const int64_t outer = rows / T_len;
+    cpu::parallel_for(T_len, std::max<int64_t>(1, kRopeGrain / (d * outer)), [&](int64_t t0, int64_t t1) {
+      for (int64_t tb = t0; tb < t1; tb += kPositionBlock) {
+        const int64_t te = std::min(t1, tb + kPositionBlock);
+        for (int64_t o = 0; o < outer; ++o) table_rows(o * T_len + tb, o * T_len + te);
       }
     });
   };
