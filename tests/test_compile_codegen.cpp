@@ -281,6 +281,36 @@ TEST(CompileCodegen, SixteenLaneLoopMatchesTheOpsBitForBit) {
       expect_same_bits(fn, in);
     }
   }
+  // Comparisons, logical ops and where: bool values as lane masks, bool
+  // inputs and outputs, casts between bool and the floats.
+  auto masks = [](const std::vector<array>& in) -> std::vector<array> {
+    const array &x = in[0], &y = in[1], &b = in[2], &s = in[3];
+    array pos = x > 0.0f, small = abs(y) <= 1.0f;
+    array leaky = where(pos, x, x * 0.01f);
+    array picked = where(logical_and(pos, logical_not(b)), exp(y), where(logical_or(small, b), tanh(x), s));
+    array as_float = astype(x != y, x.dtype()) + astype(x >= s, x.dtype()) - astype(x == y, x.dtype());
+    return {leaky + picked * as_float + astype(astype(y, bool_), x.dtype()), (x < y) != b};
+  };
+  for (Dtype t : {float32, bfloat16}) {
+    for (int64_t n : {1, 16, 33, 1000}) {
+      SCOPED_TRACE(std::string("masks ") + dtype_name(t) + " n=" + std::to_string(n));
+      std::vector<float> bits = special_floats(n, 9);
+      std::vector<bool> flags(n);
+      for (int64_t i = 0; i < n; ++i) flags[i] = bits[i] > 0.5f;
+      std::vector<array> in = {astype(array(special_floats(n, 7), {static_cast<int>(n)}), t),
+                               astype(array(special_floats(n, 8), {static_cast<int>(n)}), t),
+                               array(flags, {static_cast<int>(n)}), astype(array(0.75f), t)};
+      expect_same_bits(masks, in);
+    }
+  }
+  {
+    std::vector<array> g =
+        compile(masks)({random_array({8}), random_array({8}), random_array({8}) > 0.0f, array(1.0f)});
+    auto* c = dynamic_cast<const Compiled*>(g[1].primitive().get());
+    ASSERT_NE(c, nullptr);
+    EXPECT_EQ(cpu::codegen::kernel_source(*c, "cccs").find("_mm512_cmp_ps_mask(") != std::string::npos,
+              cpu::cpu_target() >= cpu::CpuTarget::avx512);
+  }
   // The kernel runs 16 lanes where the CPU has AVX-512, its scalar loop below.
   std::vector<array> g = compile(add_gelu)({random_array({10}, bfloat16), random_array({10}, bfloat16)});
   auto* c = dynamic_cast<const Compiled*>(g[0].primitive().get());

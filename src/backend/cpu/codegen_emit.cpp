@@ -131,9 +131,14 @@ std::string cast_expr(Dtype from, Dtype to, const std::string& x) {
 
 // ---- the 16-lane form (vec_math_avx512.inc) ----
 
-bool vec_dtype(Dtype t) { return t == float32 || t == bfloat16; }
+// A value of the 16-lane loop: float32 / bfloat16 as __m512 (bfloat16
+// widened), bool as a __mmask16; other dtypes have no 16-lane form.
+bool vec_float(Dtype t) { return t == float32 || t == bfloat16; }
+bool vec_value(Dtype t) { return vec_float(t) || t == bool_; }
+const char* vec_type(Dtype t) { return t == bool_ ? "__mmask16" : "__m512"; }
 
-std::string vec_unary_expr(UnaryOp op, const std::string& x) {
+std::string vec_unary_expr(UnaryOp op, Dtype in, const std::string& x) {
+  if (in == bool_) return op == UnaryOp::logical_not ? "__mmask16(~" + x + ")" : "";
   switch (op) {
     case UnaryOp::abs:
     case UnaryOp::negative:
@@ -152,7 +157,38 @@ std::string vec_unary_expr(UnaryOp op, const std::string& x) {
   }
 }
 
-std::string vec_binary_expr(BinaryOp op, const std::string& x, const std::string& y) {
+// The comparisons as op_math.inc defines them (x != y is true for a NaN).
+const char* compare_predicate(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::equal:
+      return "_CMP_EQ_OQ";
+    case BinaryOp::not_equal:
+      return "_CMP_NEQ_UQ";
+    case BinaryOp::less:
+      return "_CMP_LT_OQ";
+    case BinaryOp::less_equal:
+      return "_CMP_LE_OQ";
+    case BinaryOp::greater:
+      return "_CMP_GT_OQ";
+    case BinaryOp::greater_equal:
+      return "_CMP_GE_OQ";
+    default:
+      return nullptr;
+  }
+}
+
+std::string vec_binary_expr(BinaryOp op, Dtype in, const std::string& x, const std::string& y) {
+  if (in == bool_) {
+    if (op == BinaryOp::logical_and) return "__mmask16(" + x + " & " + y + ")";
+    if (op == BinaryOp::logical_or) return "__mmask16(" + x + " | " + y + ")";
+    if (op == BinaryOp::equal) return "__mmask16(~(" + x + " ^ " + y + "))";
+    if (op == BinaryOp::not_equal) return "__mmask16(" + x + " ^ " + y + ")";
+    return "";
+  }
+  if (const char* p = compare_predicate(op)) return "_mm512_cmp_ps_mask(" + x + ", " + y + ", " + p + ")";
+  auto nonzero = [](const std::string& v) { return "_mm512_cmp_ps_mask(" + v + ", _mm512_setzero_ps(), _CMP_NEQ_UQ)"; };
+  if (op == BinaryOp::logical_and) return "__mmask16(" + nonzero(x) + " & " + nonzero(y) + ")";
+  if (op == BinaryOp::logical_or) return "__mmask16(" + nonzero(x) + " | " + nonzero(y) + ")";
   switch (op) {
     case BinaryOp::add:
     case BinaryOp::subtract:
@@ -166,41 +202,53 @@ std::string vec_binary_expr(BinaryOp op, const std::string& x, const std::string
   }
 }
 
-// The statements of one 16-lane step of the loop (values v<k> as __m512,
-// lanes m), or "" where a value's dtype or an op has no 16-lane form.
+std::string vec_cast_expr(Dtype from, Dtype to, const std::string& x) {
+  if (from == bool_ && to == bool_) return x;
+  if (from == bool_) return "_mm512_maskz_mov_ps(" + x + ", _mm512_set1_ps(1.0f))";
+  if (to == bool_) return "_mm512_cmp_ps_mask(" + x + ", _mm512_setzero_ps(), _CMP_NEQ_UQ)";
+  return x;  // float32 <-> bfloat16: rounded by the caller
+}
+
+// The statements of one 16-lane step of the loop (values v<k>, lanes m),
+// or "" where a value's dtype or an op has no 16-lane form.
 std::string vector_body(const Compiled& c) {
   const auto& steps = c.steps();
   const int nin = static_cast<int>(c.input_dtypes().size());
   for (Dtype t : c.input_dtypes()) {
-    if (!vec_dtype(t)) return "";
+    if (!vec_value(t)) return "";
   }
+  auto v = [](int i) { return "v" + std::to_string(i); };
   std::string body;
   for (int k = 0; k < static_cast<int>(steps.size()); ++k) {
     const FusedStep& s = steps[k];
-    if (!vec_dtype(s.in_dtype) || !vec_dtype(s.out_dtype)) return "";
-    auto v = [](int i) { return "v" + std::to_string(i); };
+    if (!vec_value(s.in_dtype) || !vec_value(s.out_dtype)) return "";
     std::string e;
     switch (s.kind) {
       case FusedStep::Kind::unary:
-        e = vec_unary_expr(static_cast<UnaryOp>(s.op), v(s.args[0]));
+        e = vec_unary_expr(static_cast<UnaryOp>(s.op), s.in_dtype, v(s.args[0]));
         break;
       case FusedStep::Kind::binary:
-        e = vec_binary_expr(static_cast<BinaryOp>(s.op), v(s.args[0]), v(s.args[1]));
+        e = vec_binary_expr(static_cast<BinaryOp>(s.op), s.in_dtype, v(s.args[0]), v(s.args[1]));
         break;
-      case FusedStep::Kind::cast:  // float32 <-> bfloat16: rounded below
-        e = v(s.args[0]);
+      case FusedStep::Kind::cast:
+        e = vec_cast_expr(s.in_dtype, s.out_dtype, v(s.args[0]));
         break;
       case FusedStep::Kind::select:
-        return "";
+        e = s.in_dtype == bool_
+                ? "__mmask16((" + v(s.args[0]) + " & " + v(s.args[1]) + ") | (~" + v(s.args[0]) + " & " + v(s.args[2]) +
+                      "))"
+                : "_mm512_mask_mov_ps(" + v(s.args[2]) + ", " + v(s.args[0]) + ", " + v(s.args[1]) + ")";
+        break;
     }
     if (e.empty()) return "";
-    // As the scalar body: a bfloat16 value is rounded where it is made,
-    // except the last one, which the store rounds.
+    // As the scalar body: a bfloat16 value is rounded where an op or a cast
+    // from float32 makes it, except the last one, which the store rounds
+    // (a select passes rounded values on; 0 and 1 need no rounding).
     const bool stored_only = k + 1 == static_cast<int>(steps.size());
-    if (s.out_dtype == bfloat16 && !stored_only && (s.kind != FusedStep::Kind::cast || s.in_dtype != bfloat16)) {
-      e = "kv::round_bf16(" + e + ")";
-    }
-    body += "      const __m512 " + v(nin + k) + " = " + e + ";\n";
+    const bool made = s.kind == FusedStep::Kind::unary || s.kind == FusedStep::Kind::binary ||
+                      (s.kind == FusedStep::Kind::cast && s.in_dtype == float32);
+    if (s.out_dtype == bfloat16 && made && !stored_only) e = "kv::round_bf16(" + e + ")";
+    body += std::string("      const ") + vec_type(s.out_dtype) + " " + v(nin + k) + " = " + e + ";\n";
   }
   return body;
 }
@@ -217,20 +265,27 @@ std::string vector_loop(const Compiled& c, const std::string& layouts, const std
   std::string src = "    for (int64_t t = t0; t < t1; t += 16) {\n";
   src += "      const __mmask16 m = kv::lanes(t1 - t);\n";
   for (int i = 0; i < nin; ++i) {
-    std::string n = std::to_string(i);
+    const std::string n = std::to_string(i), a = "a" + n + " + t";
+    const bool per_element = layouts[i] == 'c' || layouts[i] == 'r';
     std::string e;
-    if (layouts[i] == 'c' || layouts[i] == 'r') {
-      e = in_dtypes[i] == bfloat16 ? "kv::load_bf16(a" + n + " + t, m)" : "_mm512_maskz_loadu_ps(m, a" + n + " + t)";
-    } else {
+    if (in_dtypes[i] == bool_) {
+      e = per_element ? "_mm_test_epi8_mask(_mm_maskz_loadu_epi8(m, " + a + "), _mm_set1_epi8(-1))"
+                      : "(s" + n + " ? __mmask16(0xffff) : __mmask16(0))";
+    } else if (!per_element) {
       e = "_mm512_set1_ps(s" + n + ")";
+    } else {
+      e = in_dtypes[i] == bfloat16 ? "kv::load_bf16(" + a + ", m)" : "_mm512_maskz_loadu_ps(m, " + a + ")";
     }
-    src += "      const __m512 v" + n + " = " + e + ";\n";
+    src += std::string("      const ") + vec_type(in_dtypes[i]) + " v" + n + " = " + e + ";\n";
   }
   src += body;
-  std::string last = "v" + std::to_string(nvals - 1);
-  if (c.value_dtype(nvals - 1) == bfloat16) {
+  const std::string last = "v" + std::to_string(nvals - 1);
+  const Dtype out = c.value_dtype(nvals - 1);
+  if (out == bfloat16) {
     src += std::string("      _mm256_mask_storeu_epi16(o + t, m, ") +
            (native_bf16 ? "kv::to_bf16_native(" : "kv::to_bf16(") + last + "));\n";
+  } else if (out == bool_) {
+    src += "      _mm_mask_storeu_epi8(o + t, m, _mm_maskz_mov_epi8(" + last + ", _mm_set1_epi8(1)));\n";
   } else {
     src += "      _mm512_mask_storeu_ps(o + t, m, " + last + ");\n";
   }
