@@ -18,14 +18,7 @@
 #include "backend/cpu/op_functors.h"
 #include "backend/cpu/simd_math.h"
 #include "backend/cpu/unary_avx512.h"
-
-// The 16-lane forms themselves, as the generated kernels paste them.
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-namespace kiln::test_vec {
-#include "backend/cpu/vec_math_avx512.inc"
-}  // namespace kiln::test_vec
-#pragma GCC pop_options
+#include "backend/cpu/vec_math_avx512.h"
 
 namespace kiln {
 namespace {
@@ -141,7 +134,7 @@ std::vector<float> mixed_inputs(int64_t n, uint32_t seed) {
 template <typename F>
 std::vector<float> lanes16(int64_t n, F f) {
   std::vector<float> out(n);
-  for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(out.data() + i, test_vec::lanes(n - i), f(i));
+  for (int64_t i = 0; i < n; i += 16) _mm512_mask_storeu_ps(out.data() + i, cpu::vec::lanes(n - i), f(i));
   return out;
 }
 
@@ -151,24 +144,24 @@ void check_vec_math() {
   const int64_t n = (1 << 18) + 5;
   const std::vector<float> x = mixed_inputs(n, 11), y = mixed_inputs(n, 12);
   auto at = [](const std::vector<float>& v, int64_t i) {
-    return _mm512_maskz_loadu_ps(test_vec::lanes(static_cast<int64_t>(v.size()) - i), v.data() + i);
+    return _mm512_maskz_loadu_ps(cpu::vec::lanes(static_cast<int64_t>(v.size()) - i), v.data() + i);
   };
   const std::pair<UnaryOp, __m512 (*)(__m512)> unary[] = {
-      {UnaryOp::abs, test_vec::abs},       {UnaryOp::negative, test_vec::negative},
-      {UnaryOp::square, test_vec::square}, {UnaryOp::sqrt, test_vec::sqrt},
-      {UnaryOp::rsqrt, test_vec::rsqrt},   {UnaryOp::relu, test_vec::relu},
-      {UnaryOp::exp, test_vec::exp},       {UnaryOp::sigmoid, test_vec::sigmoid},
-      {UnaryOp::silu, test_vec::silu},     {UnaryOp::gelu_approx, test_vec::gelu_approx},
-      {UnaryOp::tanh, test_vec::tanh}};
+      {UnaryOp::abs, cpu::vec::abs},       {UnaryOp::negative, cpu::vec::negative},
+      {UnaryOp::square, cpu::vec::square}, {UnaryOp::sqrt, cpu::vec::sqrt},
+      {UnaryOp::rsqrt, cpu::vec::rsqrt},   {UnaryOp::relu, cpu::vec::relu},
+      {UnaryOp::exp, cpu::vec::exp},       {UnaryOp::sigmoid, cpu::vec::sigmoid},
+      {UnaryOp::silu, cpu::vec::silu},     {UnaryOp::gelu_approx, cpu::vec::gelu_approx},
+      {UnaryOp::tanh, cpu::vec::tanh}};
   for (auto [op, f] : unary) {
     std::vector<float> want(n);
     for (int64_t i = 0; i < n; ++i) want[i] = scalar(op, x[i]);
     EXPECT_TRUE(same_bits(lanes16(n, [&](int64_t i) { return f(at(x, i)); }), want, unary_op_name(op)));
   }
   const std::pair<BinaryOp, __m512 (*)(__m512, __m512)> binary[] = {
-      {BinaryOp::add, test_vec::add},           {BinaryOp::subtract, test_vec::subtract},
-      {BinaryOp::multiply, test_vec::multiply}, {BinaryOp::divide, test_vec::divide},
-      {BinaryOp::maximum, test_vec::maximum},   {BinaryOp::minimum, test_vec::minimum}};
+      {BinaryOp::add, cpu::vec::add},           {BinaryOp::subtract, cpu::vec::subtract},
+      {BinaryOp::multiply, cpu::vec::multiply}, {BinaryOp::divide, cpu::vec::divide},
+      {BinaryOp::maximum, cpu::vec::maximum},   {BinaryOp::minimum, cpu::vec::minimum}};
   for (auto [op, f] : binary) {
     std::vector<float> want(n);
     for (int64_t i = 0; i < n; ++i) {
@@ -186,10 +179,10 @@ void check_vec_math() {
   }
   std::vector<float> want(n);
   for (int64_t i = 0; i < n; ++i) want[i] = cpu::simd::round_bf16(x[i]);
-  EXPECT_TRUE(same_bits(lanes16(n, [&](int64_t i) { return test_vec::round_bf16(at(x, i)); }), want, "round_bf16"));
+  EXPECT_TRUE(same_bits(lanes16(n, [&](int64_t i) { return cpu::vec::round_bf16(at(x, i)); }), want, "round_bf16"));
   for (int64_t i = 0; i < n; ++i) want[i] = cpu::simd::bf16_to_float(cpu::simd::float_to_bf16(x[i]));
   auto stored = lanes16(n, [&](int64_t i) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(test_vec::to_bf16(at(x, i))), 16));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(cpu::vec::to_bf16(at(x, i))), 16));
   });
   EXPECT_TRUE(same_bits(stored, want, "to_bf16"));
 }

@@ -349,7 +349,6 @@ std::string kernel_source(const Compiled& c, const std::string& layouts) {
   const std::string vbody = target >= cpu::CpuTarget::avx512 ? vector_body(c) : "";
   if (!vbody.empty()) {
     src += "#include <immintrin.h>\n\nnamespace kv {\n";
-    if (target >= cpu::CpuTarget::avx512_bf16) src += "#define KILN_VEC_NATIVE_BF16 1\n";
     src += vec_math_source();
     src += "}  // namespace kv\n\n";
   }

@@ -28,6 +28,7 @@
 #include "backend/cpu/fast_rows.h"
 #include "backend/cpu/stream_store.h"
 #include "backend/cpu/threading.h"
+#include "backend/cpu/vec_math_avx512.h"
 #include "core/primitives_fast_norm.h"
 
 namespace kiln {
@@ -174,18 +175,6 @@ KILN_V512 inline __m512 load(const float16_t* p, __mmask16 m) {
   return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
 }
 
-// Cvt<T>::make on sixteen floats: round to nearest even, NaN kept quiet.
-// kNe: AVX512-BF16's vcvtneps2bf16 (one instruction, the same rounding and
-// NaN, but denormal inputs read as zero), with the integer rounding kept
-// for vectors that hold a denormal, so the bits are the same either way.
-KILN_V512 inline __m256i to_bf16_bits_int(__m512 v) {
-  const __m512i x = _mm512_castps_si512(v);
-  const __m512i hi = _mm512_srli_epi32(x, 16);
-  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_cvtepi32_epi16(_mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40)));
-}
 // x + 0x7fff + (bit 16 of x): round to nearest even in the high half. In the
 // write passes every NaN is a quiet one with a zero low half (widened from
 // 16 bits, or the default NaN of an operation on those), so the add neither
@@ -202,16 +191,15 @@ KILN_V512 inline __m512i bf16_rounding_add(__m512 v) {
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
   return _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb);
 }
+// Cvt<T>::make on sixteen floats: round to nearest even, NaN kept quiet.
+// kNe: AVX512-BF16's vcvtneps2bf16, its denormal lanes redone with the
+// integer rounding, so the bits are the same either way (vec_math_avx512.inc).
 template <bool kNe>
 KILN_V512 inline __m256i to_bf16_bits(__m512 v) {
-  if constexpr (kNe) {
-    // vfpclassps 0x20: denormal lanes (one instruction where an exponent
-    // mask, a compare and a test took three plus a mask AND).
-    if (_mm512_fpclass_ps_mask(v, 0x20)) return to_bf16_bits_int(v);
-    return _mm256_castps_si256(reinterpret_cast<__m256>(_mm512_cvtneps_pbh(v)));
-  } else {
-    return to_bf16_bits_int(v);
-  }
+  if constexpr (kNe)
+    return cpu::vec::to_bf16_native(v);
+  else
+    return cpu::vec::to_bf16(v);
 }
 template <bool kNe>
 KILN_V512 inline void store(float* p, __m512 v, __mmask16 m) { _mm512_mask_storeu_ps(p, m, v); }
@@ -308,7 +296,7 @@ KILN_V512 inline __m512i to_bf16_line(__m512 lo, __m512 hi) {
     if (!(_mm512_fpclass_ps_mask(lo, 0x20) | _mm512_fpclass_ps_mask(hi, 0x20)))
       return _mm512_castps_si512(reinterpret_cast<__m512>(_mm512_cvtne2ps_pbh(hi, lo)));
   }
-  return _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16_bits_int(lo)), to_bf16_bits_int(hi), 1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(cpu::vec::to_bf16(lo)), cpu::vec::to_bf16(hi), 1);
 }
 
 // One write pass over a row: y[k] = value(k, lanes) for every vector of

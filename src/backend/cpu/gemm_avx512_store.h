@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/cpu/gemm_internal.h"
+#include "backend/cpu/vec_math_avx512.h"
 
 // GCC 12's AVX-512 headers seed unmasked intrinsics with _mm512_undefined_*(),
 // which -Wall reports as use of uninitialised values once inlined (GCC PR
@@ -22,16 +23,8 @@ namespace kiln::cpu::gemm_detail {
 
 // float -> bf16 bits with round-to-nearest-even, NaN kept quiet; the same
 // rule as kiln::bfloat16_t::from_float (vcvtneps2bf16 would flush
-// denormals, so it is not used here). The bits in the low half of each
-// 32-bit lane, then packed to 16 bf16 values.
-KILN_TARGET_AVX512 inline __m512i round_to_bf16_lanes(__m512 v) {
-  __m512i x = _mm512_castps_si512(v);
-  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
-  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
-  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(x, 16), _mm512_set1_epi32(0x40));
-}
-KILN_TARGET_AVX512 inline __m256i round_to_bf16(__m512 v) { return _mm512_cvtepi32_epi16(round_to_bf16_lanes(v)); }
+// denormals, so it is not used here).
+KILN_TARGET_AVX512 inline __m256i round_to_bf16(__m512 v) { return vec::to_bf16(v); }
 
 // Writes 16 (masked) values of a tile row at c (float* or bfloat16_t*).
 KILN_TARGET_AVX512 inline void store_tile_segment(void* c, __m512 v, __mmask16 mask, int mode) {

@@ -38,9 +38,7 @@ struct Lanes<float> {
 
 template <>
 struct Lanes<bfloat16_t> {
-  KILN_AVX512 static __m512 round(__m512 v) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(gemm_detail::round_to_bf16_lanes(v), 16));
-  }
+  KILN_AVX512 static __m512 round(__m512 v) { return vec::round_bf16(v); }
   KILN_AVX512 static __m256i bits(__m512 v) { return gemm_detail::round_to_bf16(v); }
   KILN_AVX512 static void store(bfloat16_t* p, __m512 v) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), bits(v));

@@ -24,18 +24,13 @@
 
 #include "backend/cpu/avx512_target.h"
 #include "backend/cpu/stream_store.h"
+#include "backend/cpu/vec_math_avx512.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")
 
 namespace kiln::cpu {
 namespace {
-
-namespace vec {
-#define KILN_VEC_NATIVE_BF16 1
-#include "backend/cpu/vec_math_avx512.inc"
-#undef KILN_VEC_NATIVE_BF16
-}  // namespace vec
 
 inline __m512 load(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 inline __m512 load(const uint16_t* p, __mmask16 m) { return vec::load_bf16(p, m); }
@@ -76,7 +71,7 @@ inline void rotate_row(const T* xr, T* yr, int64_t d, int dims, const float* cf,
       const __mmask16 m = vec::lanes(half - i);
       const __m512 x1 = load(xr + i, m), x2 = load(xr + half + i, m);
       const __m512 c = _mm512_maskz_loadu_ps(m, cf + i), s = _mm512_maskz_loadu_ps(m, sf + i);
-      store<kNative>(yr + i, _mm512_fmadd_ps(x1, c, vec::negative(_mm512_mul_ps(x2, s))), m);
+      store<kNative>(yr + i, _mm512_fmsub_ps(x1, c, _mm512_mul_ps(x2, s)), m);
       store<kNative>(yr + half + i, _mm512_fmadd_ps(x2, c, _mm512_mul_ps(x1, s)), m);
     }
   }

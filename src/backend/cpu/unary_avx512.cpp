@@ -11,6 +11,7 @@
 
 #include "backend/cpu/avx512_target.h"
 #include "backend/cpu/elementwise.h"
+#include "backend/cpu/vec_math_avx512.h"
 
 // The whole file (its lambdas included) is AVX-512 code: callers check the
 // CPU first. AVX512-BF16 instructions appear only in to_bf16_native.
@@ -19,12 +20,6 @@
 
 namespace kiln::cpu {
 namespace {
-
-namespace vec {
-#define KILN_VEC_NATIVE_BF16 1
-#include "backend/cpu/vec_math_avx512.inc"
-#undef KILN_VEC_NATIVE_BF16
-}  // namespace vec
 
 template <UnaryOp op>
 inline __m512 apply(__m512 x) {

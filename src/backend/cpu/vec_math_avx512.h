@@ -1,0 +1,18 @@
+#pragma once
+// vec_math_avx512.inc's 16-lane ops in kiln::cpu::vec for the library's
+// AVX-512 kernels (the generated kernels paste the same text): compiled for
+// AVX-512 F/BW/VL/DQ whatever the includer's target, so every translation
+// unit has the same definitions; callers are AVX-512 code (a target
+// attribute or pragma) on CPUs that have it.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "backend/cpu/avx512_target.h"  // GCC 12 warnings of the AVX-512 headers
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+namespace kiln::cpu::vec {
+#include "backend/cpu/vec_math_avx512.inc"
+}  // namespace kiln::cpu::vec
+#pragma GCC pop_options
