@@ -10,9 +10,15 @@
 
 #include "backend/cpu/avx512_target.h"  // GCC 12 warnings of the AVX-512 headers
 
+// (clang has no target pragma: its builds here, the fuzzers', enable
+// AVX-512 for the whole library.)
+#ifndef __clang__
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#endif
 namespace kiln::cpu::vec {
 #include "backend/cpu/vec_math_avx512.inc"
 }  // namespace kiln::cpu::vec
+#ifndef __clang__
 #pragma GCC pop_options
+#endif
