@@ -575,6 +575,56 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
                  std::optional<int> bits = std::nullopt, const std::string& mode = "affine",
                  bool sorted_indices = false, StreamOrDevice s = {});
 
+// MLX's qqmm: x @ w^T with x, and w where it is given unquantized, rounded
+// on the fly to a microscaling mode (mlx 0.32.4). out = x^ @ w^^T in x's
+// dtype, accumulated in float32, where x^ is x rounded group by group
+// along its last axis the way MLX's qqmm rounds it, which is not quite
+// quantize then dequantize: the scale is computed in float32 whatever the
+// dtype, and fp4 ties go to the even code; and w^ is dequantize(w, w_scales)
+// for a quantized w (uint32 words with its uint8 scales; group_size, bits
+// and mode those it was quantized with) or w rounded as x is. x [..., K]
+// (1-d: one row; K a multiple of the group size), w [N, K] (2-d), of
+// float16, bfloat16 or float32, and float64 (refused by MLX; rounded in
+// float32 too, multiplied in float64). Modes
+// "nvfp4" (the default) and "mxfp8", which MLX documents, and "mxfp4",
+// which its CPU backend runs too; "affine" and the block formats are
+// refused. nvfp4's global scales (float32 scalars, both or neither): x is
+// rounded with global_scale_x and a float w with global_scale_w as quantize
+// rounds with them, and the float32 product is multiplied by
+// (global_scale_x / 2688) (global_scale_w / 2688) before its one rounding
+// to x's dtype, which is x^ @ w^^T with both dequantized with their global
+// scales, as MLX's CUDA backend and its tests define it. Deliberate
+// differences from MLX's CPU backend, which runs only one row of x with a
+// quantized w: every shape runs on both backends; the global scales are
+// applied (MLX's CPU ignores them, a bug its tests note); a group holding
+// inf or NaN rounds to NaN (MLX's CPU makes a NaN 6 * scale).
+// vjp: MLX's rule, which quantizes the backward products too: dx =
+// qqmm(cot, w^T) and dw = qqmm(cot^T, x^T), with the cotangent's max |cot|
+// as its global scale where global scales are given. Those products round
+// along N and along the rows of x; where these are not multiples of the
+// group size, the last group is padded with zeros (MLX leaves that case
+// undefined). A quantized w's words and scales get zero cotangents (dx
+// uses w dequantized). jvp (MLX has none): the same products of the
+// tangents. vmap: through the definition.
+array qqmm(const array& x, const array& w, const std::optional<array>& w_scales = std::nullopt,
+           std::optional<int> group_size = std::nullopt, std::optional<int> bits = std::nullopt,
+           const std::string& mode = "nvfp4", const std::optional<array>& global_scale_x = std::nullopt,
+           const std::optional<array>& global_scale_w = std::nullopt, StreamOrDevice s = {});
+// qqmm with gather_mm's gathering: x [..., M, K], w [..., N, K] (quantized:
+// uint32 words with scales_w), out[i] = qqmm(x_flat[lhs[i]], w_flat[rhs[i]])
+// over the flattened batch axes, the indices broadcast together (default:
+// each batch entry in order); output lhs.shape + [M, N]. MLX's CPU backend
+// has no kernel for it; its GPU tests define it as gather_mm of the
+// rounded operands, which this computes on both backends. No derivative
+// (MLX defines none). sorted_indices is a hint and changes nothing.
+array gather_qqmm(const array& x, const array& w, const std::optional<array>& scales_w = std::nullopt,
+                  const std::optional<array>& lhs_indices = std::nullopt,
+                  const std::optional<array>& rhs_indices = std::nullopt, std::optional<int> group_size = std::nullopt,
+                  std::optional<int> bits = std::nullopt, const std::string& mode = "nvfp4",
+                  const std::optional<array>& global_scale_x = std::nullopt,
+                  const std::optional<array>& global_scale_w = std::nullopt, bool sorted_indices = false,
+                  StreamOrDevice s = {});
+
 // FP8 matrix product (a Kiln extension: MLX has no fp8 dtype; the
 // semantics of torch._scaled_mm and DeepSeek-V3's block-scaled GEMM).
 // a [M, K] and b [K, N] of dtype float8_e4m3fn or float8_e5m2 (either, in

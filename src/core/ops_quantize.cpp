@@ -10,6 +10,7 @@
 #include "core/ops_util.h"
 #include "core/primitives.h"
 #include "core/quantize_blocks.h"
+#include "core/quantize_checks.h"
 #include "core/transform_util.h"
 #include "kiln/ops.h"
 
@@ -20,12 +21,16 @@ std::string params_text(int group_size, int bits) {
   return "group_size=" + std::to_string(group_size) + ", bits=" + std::to_string(bits);
 }
 
+}  // namespace
+
+namespace detail {
+
 // The parameters of a mode with MLX's defaults, checked (the block formats
 // are handled before). Deliberate difference: MLX checks the microscaling
 // modes' group size and bits only in quantize / dequantize; every op does
 // here (a product with other parameters would read the words wrongly).
-QuantParams mode_params(const char* op, const std::string& mode, std::optional<int> group_size,
-                        std::optional<int> bits, const std::vector<array>& inputs) {
+QuantParams quant_mode_params(const char* op, const std::string& mode, std::optional<int> group_size,
+                              std::optional<int> bits, const std::vector<array>& inputs) {
   QuantMode m;
   if (!quant_mode_from_name(mode, m)) fail(op, "Invalid quantization mode '" + mode + "'.", inputs);
   if (m == QuantMode::affine) {
@@ -52,8 +57,8 @@ QuantParams mode_params(const char* op, const std::string& mode, std::optional<i
 }
 
 // MLX's validate_global_scale: nvfp4 only, a float32 scalar.
-void check_global_scale(const char* op, QuantParams p, const std::optional<array>& global_scale,
-                        std::vector<array> in) {
+void check_quant_global_scale(const char* op, QuantParams p, const std::optional<array>& global_scale,
+                              std::vector<array> in) {
   if (!global_scale) return;
   in.push_back(*global_scale);
   if (p.mode != QuantMode::nvfp4) fail(op, "Global scale is only supported for 'nvfp4' quantization mode.", in);
@@ -69,8 +74,8 @@ bool is_real_float(Dtype t) { return t == float16 || t == bfloat16 || t == float
 // MLX's validate_quantized_input: w uint32, scales (and biases, affine
 // only) alike, batch axes shared, and w's packed width consistent with the
 // scales. The microscaling modes' scales are uint8 and they have no biases.
-void check_packed(const char* op, const array& w, const array& scales, const std::optional<array>& biases,
-                  QuantParams p) {
+void check_quant_packed(const char* op, const array& w, const array& scales, const std::optional<array>& biases,
+                        QuantParams p) {
   std::vector<array> in{w, scales};
   if (biases) in.push_back(*biases);
   if (p.affine()) {
@@ -96,6 +101,12 @@ void check_packed(const char* op, const array& w, const array& scales, const std
                  " scales do not match " + params_text(p.group_size, p.bits), in);
   }
 }
+
+}  // namespace detail
+
+namespace {
+
+using detail::is_real_float;
 
 Dtype checked_float(const char* op, Dtype t, const std::vector<array>& in) {
   if (!is_real_float(t)) fail(op, std::string("needs a floating point dtype, got ") + dtype_name(t), in);
@@ -130,14 +141,14 @@ Shape with_inner(Shape batch, const array& a) {
 std::vector<array> quantize(const array& w, std::optional<int> group_size, std::optional<int> bits,
                             const std::string& mode, const std::optional<array>& global_scale, StreamOrDevice s) {
   if (detail::is_block_format(mode)) return detail::block_quantize(w, mode, s);
-  QuantParams p = mode_params("quantize", mode, group_size, bits, {w});
+  QuantParams p = detail::quant_mode_params("quantize", mode, group_size, bits, {w});
   checked_float("quantize", w.dtype(), {w});
   if (w.ndim() < 2) fail("quantize", "the matrix to quantize needs at least 2 dimensions", {&w});
   if (w.shape(-1) % p.group_size != 0) {
     fail("quantize", "the last axis " + std::to_string(w.shape(-1)) + " is not a multiple of the group size " +
                          std::to_string(p.group_size), {&w});
   }
-  check_global_scale("quantize", p, global_scale, {w});
+  detail::check_quant_global_scale("quantize", p, global_scale, {w});
   Stream st = to_stream(s);
   Shape packed = w.shape(), groups = w.shape();
   packed.back() = static_cast<int>(static_cast<int64_t>(w.shape(-1)) * p.bits / 32);
@@ -156,10 +167,10 @@ array dequantize(const array& w, const array& scales, const std::optional<array>
                  const std::optional<array>& global_scale, std::optional<Dtype> dtype, StreamOrDevice s) {
   if (detail::is_block_format(mode)) return detail::block_dequantize(w, mode, dtype.value_or(float32), s);
   std::vector<array> in{w, scales};
-  QuantParams p = mode_params("dequantize", mode, group_size, bits, in);
+  QuantParams p = detail::quant_mode_params("dequantize", mode, group_size, bits, in);
   if (dtype) checked_float("dequantize", *dtype, in);
-  check_packed("dequantize", w, scales, biases, p);
-  check_global_scale("dequantize", p, global_scale, in);
+  detail::check_quant_packed("dequantize", w, scales, biases, p);
+  detail::check_quant_global_scale("dequantize", p, global_scale, in);
   Stream st = to_stream(s);
   Shape out = w.shape();
   out.back() = scales.shape(-1) * p.group_size;
@@ -178,9 +189,9 @@ array quantized_matmul(const array& x, const array& w, const array& scales, cons
                        const std::string& mode, StreamOrDevice s) {
   if (detail::is_block_format(mode)) return detail::block_quantized_matmul(x, w, transpose, mode, s);
   std::vector<array> in{x, w, scales};
-  QuantParams p = mode_params("quantized_matmul", mode, group_size, bits, in);
+  QuantParams p = detail::quant_mode_params("quantized_matmul", mode, group_size, bits, in);
   if (biases) in.push_back(*biases);
-  check_packed("quantized_matmul", w, scales, biases, p);
+  detail::check_quant_packed("quantized_matmul", w, scales, biases, p);
   int outer = matmul_dims("quantized_matmul", x, w, transpose, p, in).second;
   // The microscaling modes compute in x's dtype (MLX's rule).
   Dtype t = checked_float("quantized_matmul", p.affine() ? promote_types(x.dtype(), scales.dtype()) : x.dtype(), in);
@@ -206,9 +217,9 @@ array gather_qmm(const array& x, const array& w, const array& scales, const std:
   }
   std::vector<array> in{x, w, scales};
   if (detail::is_block_format(mode)) fail("gather_qmm", "block format '" + mode + "' is not supported here", in);
-  QuantParams p = mode_params("gather_qmm", mode, group_size, bits, in);
+  QuantParams p = detail::quant_mode_params("gather_qmm", mode, group_size, bits, in);
   if (biases) in.push_back(*biases);
-  check_packed("gather_qmm", w, scales, biases, p);
+  detail::check_quant_packed("gather_qmm", w, scales, biases, p);
   if (x.ndim() < 2) fail("gather_qmm", "x needs at least 2 dimensions", in);
   int outer = matmul_dims("gather_qmm", x, w, transpose, p, in).second;
   Dtype t = checked_float("gather_qmm", p.affine() ? promote_types(x.dtype(), scales.dtype()) : x.dtype(), in);

@@ -361,7 +361,7 @@ class StopGradient : public Primitive {
   X(ScatterAxis) X(GatherSlices) X(Scatter) X(DynamicSlice) X(DynamicSliceUpdate) X(AsStrided) X(View) \
   X(Sort) X(ArgSort) X(Partition) X(ArgPartition) X(SearchSorted) X(Scan) \
   X(ScaledDotProductAttention) \
-  X(Dequantize) X(QuantizedMatmul) X(GatherQMM) \
+  X(Dequantize) X(QuantizedMatmul) X(GatherQMM) X(QuantizeDequantize) \
   X(BlockQuantize) X(BlockDequantize) X(BlockQuantizedMatmul) \
   X(RMSNorm) X(LayerNorm) X(RoPE) \
   X(Convolution) X(FFT)

@@ -108,4 +108,23 @@ class GatherQMM : public Primitive {
   bool transpose_;
 };
 
+// qqmm's rounding of an operand (backend/common/fp_quant.h's
+// quantize_dequantize_group), microscaling modes only: inputs x [..., K]
+// (any floating dtype, rounded in float32; K a multiple of the group size) and, for
+// nvfp4 with a global scale, that float32 scalar; out: x's shape and dtype,
+// each group's values quantized and dequantized (nvfp4 with a global scale:
+// without the factor global_scale / 2688). No derivative of its own: qqmm
+// carries MLX's rule (src/core/ops_qqmm.cpp).
+class QuantizeDequantize : public Primitive {
+ public:
+  QuantizeDequantize(Stream s, QuantParams p) : Primitive(s), p_(p) {}
+  KILN_PRIMITIVE_BODY(QuantizeDequantize)
+  KILN_TRANSFORM_RULES
+  bool is_equivalent(const Primitive& o) const override;
+  const QuantParams& params() const { return p_; }
+
+ private:
+  QuantParams p_;
+};
+
 }  // namespace kiln

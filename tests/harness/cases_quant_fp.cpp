@@ -137,6 +137,42 @@ std::vector<int64_t> as_indices(const array& a) {
   return out;
 }
 
+// qqmm's rounding (MLX's quantize_dequantize), every step in float32: the
+// nearest fp4 magnitude with ties to the even code, by search.
+double fp4_even(float v) {
+  float a = std::fabs(v);
+  int best = 0;
+  for (int c = 1; c < 8; ++c) {
+    float d = std::fabs(a - static_cast<float>(e2m1(c))), db = std::fabs(a - static_cast<float>(e2m1(best)));
+    if (d < db || (d == db && c % 2 == 0)) best = c;
+  }
+  return std::signbit(v) ? -e2m1(best) : e2m1(best);
+}
+// Rows of v rounded group by group; nvfp4 with a global scale (encode =
+// 2688 / global) leaves out the factor global / 2688, as the kernels do.
+std::vector<double> qqmm_round(const std::vector<double>& v, const Mode& m, float encode = 1.0f) {
+  std::vector<double> out(v.size());
+  for (size_t g = 0; g < v.size() / m.gs; ++g) {
+    float amax = 0;
+    for (int k = 0; k < m.gs; ++k) amax = std::max(amax, std::fabs(static_cast<float>(v[g * m.gs + k])));
+    float s = amax / (m.bits == 4 ? 6.0f : 448.0f), sc = 0;
+    if (m.gs == 16) {
+      sc = static_cast<float>(e4m3(e4m3_code(s * encode)));
+    } else if (s != 0) {
+      int ex;
+      int e = std::frexp(s, &ex) == 0.5f ? ex - 1 : ex;
+      sc = std::ldexp(1.0f, std::max(e, -127));
+    }
+    for (int k = 0; k < m.gs; ++k) {
+      float q = sc == 0 ? 0.0f : static_cast<float>(v[g * m.gs + k]) / sc;
+      if (m.gs == 16) q *= encode;
+      double val = m.bits == 8 ? e4m3(e4m3_code(q)) : fp4_even(q);
+      out[g * m.gs + k] = static_cast<float>(sc * static_cast<float>(val));
+    }
+  }
+  return out;
+}
+
 // Scale bytes in a range that keeps every product finite in float16
 // (64 terms of |x| < 2 times codes up to 6, or 240 for the fp8 codes the
 // product cases keep).
@@ -235,6 +271,81 @@ void register_quant_fp() {
        .ref = [nv](const Arrays& x) {
          return std::vector<std::vector<double>>{dequantized(x[0], x[1], nv, 7.0f / 2688.0f)};
        }});
+  // qqmm: x (and a float w) rounded on the fly; no finite differences (the
+  // rounding is a step function; its rule is tests/test_qqmm.cpp's).
+  for (const Mode& m : kModes) {
+    std::string mode = m.name;
+    int words = 64 * m.bits / 32, groups = 64 / m.gs;
+    add({.op = "qqmm",
+         .primitive = "QQMatmul",
+         .name = "x (3,64) w (6,64) float " + mode,
+         .fn =
+             [mode](const Arrays& x) {
+               return Arrays{qqmm(x[0], x[1], std::nullopt, std::nullopt, std::nullopt, mode)};
+             },
+         .inputs = {in({3, 64}), in({6, 64})},
+         .dtypes = {float32, float16, bfloat16},
+         .ref =
+             [m](const Arrays& x) {
+               return std::vector<std::vector<double>>{
+                   products(qqmm_round(values(x[0]), m), qqmm_round(values(x[1]), m), 3, 64, 6, true, {0}, {0})};
+             },
+         .rtol_scale = 4.0});
+    add({.op = "qqmm",
+         .primitive = "QQMatmul",
+         .name = "x (2,3,64) w quantized (6,64) " + mode,
+         .fn =
+             [mode, mask = product_mask(m)](const Arrays& x) {
+               array w = bitwise_and(x[1], array(mask));
+               return Arrays{qqmm(x[0], w, x[2], std::nullopt, std::nullopt, mode)};
+             },
+         .inputs = {in({2, 3, 64}), fixed({6, words}, uint32, 0, kWordMax), scale_bytes({6, groups}, m)},
+         .dtypes = {float32, float16, bfloat16},
+         .ref =
+             [m](const Arrays& x) {
+               return std::vector<std::vector<double>>{products(qqmm_round(values(x[0]), m),
+                                                                dequantized(x[1], x[2], m, 0, product_mask(m)), 6, 64,
+                                                                6, true, {0}, {0})};
+             },
+         .rtol_scale = 4.0});
+    add({.op = "gather_qqmm",
+         .primitive = "QuantizeDequantize",
+         .name = "x (3,2,64) 4 experts quantized " + mode,
+         .fn =
+             [mode, mask = product_mask(m)](const Arrays& x) {
+               array w = bitwise_and(x[1], array(mask));
+               return Arrays{gather_qqmm(x[0], w, x[2], x[3], x[4], std::nullopt, std::nullopt, mode)};
+             },
+         .inputs = {in({3, 2, 64}), fixed({4, 6, words}, uint32, 0, kWordMax), scale_bytes({4, 6, groups}, m),
+                    fixed({5}, uint32, 0, 3), fixed({5}, int32, 0, 4)},
+         .dtypes = {float32, float16, bfloat16},
+         .ref =
+             [m](const Arrays& x) {
+               return std::vector<std::vector<double>>{products(qqmm_round(values(x[0]), m),
+                                                                dequantized(x[1], x[2], m, 0, product_mask(m)), 2, 64,
+                                                                6, true, as_indices(x[3]), as_indices(x[4]))};
+             },
+         .rtol_scale = 4.0});
+  }
+  // nvfp4 with global scales: the product times (7 / 2688) (3 / 2688).
+  add({.op = "qqmm",
+       .primitive = "QQMatmul",
+       .name = "x (3,32) w (5,32) float nvfp4 global scales",
+       .fn =
+           [](const Arrays& x) {
+             return Arrays{
+                 qqmm(x[0], x[1], std::nullopt, std::nullopt, std::nullopt, "nvfp4", array(7.0f), array(3.0f))};
+           },
+       .inputs = {in({3, 32}, -7, 7), in({5, 32}, -3, 3)},
+       .dtypes = {float32, float16, bfloat16},
+       .ref =
+           [nv](const Arrays& x) {
+             auto out = products(qqmm_round(values(x[0]), nv, 2688.0f / 7.0f),
+                                 qqmm_round(values(x[1]), nv, 2688.0f / 3.0f), 3, 32, 5, true, {0}, {0});
+             for (double& v : out) v *= (7.0 / 2688.0) * (3.0 / 2688.0);
+             return std::vector<std::vector<double>>{out};
+           },
+       .rtol_scale = 4.0});
   // MLX's fp8 bridge (composites of ordinary ops).
   add({.op = "to_fp8",
        .primitive = "composite",

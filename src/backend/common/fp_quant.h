@@ -174,4 +174,65 @@ KILN_FPQ_HD uint8_t quantize_group(Load w, int gs, int bits, bool nvfp4, float e
   return scale_byte;
 }
 
+// MLX's to_fp4_e2m1 as a value: the nearest of the 8 magnitudes, ties to
+// the even code (0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2,
+// 3.5 -> 4, 5 -> 4), beyond 6 saturating; the sign kept (-0.1 -> -0).
+KILN_FPQ_HD float fp4_nearest_even(float x) {
+  float a = x < 0 ? -x : x;
+  float m = a > 5.0f     ? 6.0f
+            : a >= 3.5f  ? 4.0f
+            : a > 2.5f   ? 3.0f
+            : a >= 1.75f ? 2.0f
+            : a > 1.25f  ? 1.5f
+            : a >= 0.75f ? 1.0f
+            : a > 0.25f  ? 0.5f
+                         : 0.0f;
+  return (float_bits(x) >> 31) ? -m : m;
+}
+
+// qqmm's rounding of its operands (MLX 0.32.4's quantize_dequantize, which
+// its qqmm applies to x, and to w when w is given unquantized): one group
+// of `gs` values in, the dequantized values out (out(k, v); the caller
+// rounds v once to the output dtype). It differs from quantize followed by
+// dequantize in three points, each MLX's: every step runs in float32
+// whatever the dtype (the scale max|w| / vmax is not rounded to it), fp4
+// rounds ties to the even code (fp4_nearest_even; quantize's argmin sends
+// them to the smaller magnitude), and a group whose scale encodes to 0
+// gives zeros. The e8m0 exponent is ceil(log2 s) exactly, at least -127.
+// `encode` is nvfp4's 2688 / global_scale (1 without one): the values are
+// then those of the codes times the e4m3 scale, without the factor
+// global_scale / 2688, which qqmm applies to the product. A group holding
+// inf or NaN gives NaN (MLX's kernel makes a NaN 6 * scale: not copied).
+template <typename Load, typename Store>
+KILN_FPQ_HD void quantize_dequantize_group(Load w, Store out, int gs, int bits, bool nvfp4, float encode) {
+  float amax = 0.0f;
+  bool finite = true;
+  for (int k = 0; k < gs; ++k) {
+    const float v = w(k);
+    finite = finite && v - v == 0.0f;
+    const float a = v < 0 ? -v : v;
+    amax = a > amax ? a : amax;
+  }
+  if (!finite) {
+    for (int k = 0; k < gs; ++k) out(k, bits_float(0x7fc00000u));
+    return;
+  }
+  const float s = amax / (bits == 4 ? 6.0f : 448.0f);
+  float scale = 0.0f;
+  if (nvfp4) {
+    scale = from_fp8(to_fp8(s * encode));
+  } else if (s != 0.0f) {
+    int ex;
+    const float m = frexpf(s, &ex);  // s = m 2^ex, m in [0.5, 1)
+    const int e = m == 0.5f ? ex - 1 : ex;
+    scale = ldexpf(1.0f, e < -127 ? -127 : e);
+  }
+  for (int k = 0; k < gs; ++k) {
+    float q = scale == 0.0f ? 0.0f : w(k) / scale;
+    if (nvfp4) q = q * encode;
+    const float v = bits == 8 ? from_fp8(to_fp8(q)) : fp4_nearest_even(q);
+    out(k, scale * v);
+  }
+}
+
 }  // namespace kiln::fpq

@@ -218,6 +218,21 @@ void float_dispatch(Dtype t, const char* op, F&& f) {
   }
 }
 
+// qqmm's rounding of an operand: a group per task, every step in float32
+// (fp_quant.h's quantize_dequantize_group), the value rounded once to T.
+template <typename T>
+void quantize_dequantize_rows(const T* x, int64_t groups, QuantParams p, float encode, T* out) {
+  parallel_for(groups, 256, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const T* in = x + g * p.group_size;
+      T* o = out + g * p.group_size;
+      fpq::quantize_dequantize_group([in](int k) { return convert<float>(in[k]); },
+                                     [o](int k, float v) { o[k] = convert<T>(v); }, p.group_size, p.bits, is_nvfp4(p),
+                                     encode);
+    }
+  });
+}
+
 }  // namespace
 
 void fp_qmv_row_scalar(const FpQmvArgs& a, int64_t n) {
@@ -315,4 +330,38 @@ void fp_gather_qmm(const std::vector<array>& inputs, QuantParams p, bool transpo
   }
 }
 
+void fp_quantize_dequantize(const std::vector<array>& inputs, QuantParams p, array& out) {
+  const array& x = inputs[0];
+  const int64_t groups = static_cast<int64_t>(x.size()) / p.group_size;
+  if (groups == 0) return;
+  Operand xs = inner_contiguous(x, x.ndim());
+  std::optional<float> g = global_scale(inputs, 1);
+  const float encode = g ? 2688.0f / *g : 1.0f;
+  switch (x.dtype()) {
+    case float32:
+      return quantize_dequantize_rows(reinterpret_cast<const float*>(xs.ptr), groups, p, encode,
+                                      reinterpret_cast<float*>(detail::data_ptr(out)));
+    case float16:
+      return quantize_dequantize_rows(reinterpret_cast<const float16_t*>(xs.ptr), groups, p, encode,
+                                      reinterpret_cast<float16_t*>(detail::data_ptr(out)));
+    case bfloat16:
+      return quantize_dequantize_rows(reinterpret_cast<const bfloat16_t*>(xs.ptr), groups, p, encode,
+                                      reinterpret_cast<bfloat16_t*>(detail::data_ptr(out)));
+    case float64:
+      return quantize_dequantize_rows(reinterpret_cast<const double*>(xs.ptr), groups, p, encode,
+                                      reinterpret_cast<double*>(detail::data_ptr(out)));
+    default:
+      throw Error(std::string("[qqmm] unsupported dtype ") + dtype_name(x.dtype()));
+  }
+}
+
 }  // namespace kiln::cpu
+
+namespace kiln {
+
+void QuantizeDequantize::eval_cpu(const std::vector<array>& inputs, array& out) {
+  detail::allocate(out, name());
+  cpu::fp_quantize_dequantize(inputs, p_, out);
+}
+
+}  // namespace kiln

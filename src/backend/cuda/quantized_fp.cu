@@ -101,6 +101,21 @@ __global__ void fp_dequantize_kernel(const uint8_t* __restrict__ w, const uint8_
   }
 }
 
+// qqmm's rounding of an operand: a thread per group (fp_quant.h's
+// quantize_dequantize_group, every step in float32), the value rounded once to T.
+template <typename T>
+__global__ void fp_quantize_dequantize_kernel(const T* __restrict__ x, int64_t groups, int gs, int bits, bool nvfp4,
+                                              const float* __restrict__ global, T* __restrict__ out) {
+  const float encode = global ? __fdiv_rn(2688.0f, *global) : 1.0f;
+  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const T* in = x + g * gs;
+    T* o = out + g * gs;
+    fpq::quantize_dequantize_group([in](int k) { return static_cast<float>(in[k]); },
+                                   [o](int k, float v) { o[k] = static_cast<T>(v); }, gs, bits, nvfp4, encode);
+  }
+}
+
 constexpr int kFpQmvWarps = 8;
 
 // x[0, 16) as floats. kVec: p is 16-byte aligned, read as 128-bit loads (a
@@ -383,4 +398,30 @@ void fp_gather_qmm(const std::vector<array>& inputs, QuantParams p, bool transpo
   KILN_CUDA_CHECK_LAUNCH("gather_qmm");
 }
 
+void fp_quantize_dequantize(const std::vector<array>& inputs, QuantParams p, array& out) {
+  allocate(out, "qqmm");
+  const array& x = inputs[0];
+  const int64_t groups = static_cast<int64_t>(x.size()) / p.group_size;
+  if (groups == 0) return;
+  const char* px = row_major(x, "qqmm");
+  const float* g = global_ptr(inputs, 1);
+  char* po = out_ptr(out);
+  cudaStream_t st = current_stream();
+  fp_float_dispatch(x.dtype(), "qqmm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    fp_quantize_dequantize_kernel<T>
+        <<<quant_grid(groups, 128), 128, 0, st>>>(reinterpret_cast<const T*>(px), groups, p.group_size, p.bits,
+                                                  p.mode == QuantMode::nvfp4, g, reinterpret_cast<T*>(po));
+  });
+  KILN_CUDA_CHECK_LAUNCH("qqmm");
+}
+
 }  // namespace kiln::cuda
+
+namespace kiln {
+
+void QuantizeDequantize::eval_gpu(const std::vector<array>& inputs, array& out) {
+  cuda::fp_quantize_dequantize(inputs, p_, out);
+}
+
+}  // namespace kiln

@@ -19,5 +19,7 @@ void fp_quantize(const std::vector<array>& inputs, QuantParams p, std::vector<ar
 void fp_dequantize(const std::vector<array>& inputs, QuantParams p, array& out);
 void fp_quantized_matmul(const std::vector<array>& inputs, QuantParams p, bool transpose, array& out);
 void fp_gather_qmm(const std::vector<array>& inputs, QuantParams p, bool transpose, array& out);
+// qqmm's rounding of an operand (QuantizeDequantize).
+void fp_quantize_dequantize(const std::vector<array>& inputs, QuantParams p, array& out);
 
 }  // namespace kiln::cuda
