@@ -3,12 +3,15 @@
 // every dtype (wide dynamic range, zero groups, nvfp4 with a global scale);
 // dequantize the same values bit for bit; quantized_matmul (QMV for
 // M <= 8, dequantize + GEMM above; both orientations) and gather_qmm agree
-// within the dtype's tolerance; to_fp8 / from_fp8 bit for bit.
+// within the dtype's tolerance; to_fp8 / from_fp8 bit for bit; qqmm's
+// rounding of its operands bit for bit, its products within tolerance.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
 
+#include "core/ops_util.h"
+#include "core/primitives.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -109,6 +112,42 @@ TEST_F(GpuQuantFp, GatherQmmMatchesTheCpu) {
     array g = gather_qmm(x, q[0], q[1], std::nullopt, lhs, rhs, true, std::nullopt, std::nullopt, m.name, false,
                          Device::gpu);
     EXPECT_TRUE(close(g, c, 1e-5));
+  }
+}
+
+// qqmm rounds x (and a float w) with QuantizeDequantize: the same values on
+// both backends bit for bit (wide range, fp4 ties, zero and NaN groups),
+// then the products agree within the dtype's tolerance.
+TEST_F(GpuQuantFp, QqmmRoundingIsBitIdentical) {
+  for (Dtype t : {float32, bfloat16, float16, float64}) {
+    for (const Mode& m : kModes) {
+      for (bool global : {false, true}) {
+        if (global && std::string(m.name) != "nvfp4") continue;
+        SCOPED_TRACE(std::string(dtype_name(t)) + " " + m.name + (global ? " global scale" : ""));
+        array x = wide_range(24, 256, t);
+        array ties = astype(array(std::vector<float>{0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f}, Shape{1, 8}), t);
+        x = concatenate({x, reshape(tile(ties, {1, 32}), {1, 256}), full({1, 256}, array(NAN), t)}, 0);
+        QuantMode qm = std::string(m.name) == "mxfp8" ? QuantMode::mxfp8
+                       : std::string(m.name) == "nvfp4" ? QuantMode::nvfp4 : QuantMode::mxfp4;
+        QuantParams p{m.gs, qm == QuantMode::mxfp8 ? 8 : 4, qm};
+        std::vector<array> in{x};
+        if (global) in.push_back(array(9.5f));
+        array rc = make_node<QuantizeDequantize>(x.shape(), t, in, to_stream(Device::cpu), p);
+        array rg = make_node<QuantizeDequantize>(x.shape(), t, in, to_stream(Device::gpu), p);
+        EXPECT_TRUE(same_values(rc, rg)) << "rounding";
+        std::optional<array> gx, gw;
+        if (global) gx = array(9.5f), gw = array(2.0f);
+        array xs = slice(x, {0, 0}, {24, 256});
+        array w = random_array({40, 256}, t);
+        array yc = qqmm(xs, w, std::nullopt, std::nullopt, std::nullopt, m.name, gx, gw, Device::cpu);
+        array yg = qqmm(xs, w, std::nullopt, std::nullopt, std::nullopt, m.name, gx, gw, Device::gpu);
+        EXPECT_TRUE(close(yg, yc, rtol_of(t))) << "float w";
+        auto q = quantize(astype(w, float32), std::nullopt, std::nullopt, m.name, gw);
+        yc = qqmm(slice(xs, {0, 0}, {1, 256}), q[0], q[1], std::nullopt, std::nullopt, m.name, gx, gw, Device::cpu);
+        yg = qqmm(slice(xs, {0, 0}, {1, 256}), q[0], q[1], std::nullopt, std::nullopt, m.name, gx, gw, Device::gpu);
+        EXPECT_TRUE(close(yg, yc, rtol_of(t))) << "quantized w, one row";
+      }
+    }
   }
 }
 
