@@ -143,6 +143,14 @@ TEST(Qqmm, ShapesDtypesAndGather) {
     array row = qqmm(slice(b, {1, 2, 0}, {2, 3, 64}), q[0], q[1], std::nullopt, std::nullopt, "mxfp8");
     EXPECT_TRUE(array_equal(reshape(row, {24}), reshape(slice(yb, {1, 2, 0}, {2, 3, 24}), {24})).item<bool>());
   }
+  // Under compile (the decode step's path) and vmap, the same values.
+  array xs = test::random_array({4, 64}, float32);
+  auto f = [&](const std::vector<array>& a) {
+    return std::vector<array>{qqmm(a[0], q[0], q[1], std::nullopt, std::nullopt, "mxfp8")};
+  };
+  array eager = f({xs})[0];
+  EXPECT_TRUE(array_equal(compile(f)({xs})[0], eager).item<bool>());
+  EXPECT_TRUE(array_equal(vmap(f)({xs})[0], eager).item<bool>());
   // gather_qqmm: each output block is qqmm of its gathered pair.
   array x = test::random_array({3, 2, 64}, float32);
   array w = test::random_array({4, 8, 64}, float32);
