@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "kiln/io.h"
 #include "kiln/kiln.h"
+#include "python_oracle.h"
 #include "test_layouts.h"
 #include "test_util.h"
 
@@ -529,14 +530,7 @@ for t in ['float32', 'bfloat16', 'float16']:
             out['d_' + k] = mx.dequantize(q, s, b, group_size=gs, bits=bits)
 mx.save_safetensors(d + '/out.safetensors', out)
 )PY";
-  {
-    FILE* f = std::fopen((dir / "run.py").c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(script.c_str(), f);
-    std::fclose(f);
-  }
-  std::string cmd = "python3 " + (dir / "run.py").string() + " " + dir.string();
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(test::run_python_in(dir.string(), script), 0) << (dir / "run.py").string();
   auto ref = load_safetensors((dir / "out.safetensors").string()).first;
   for (const char* t : {"float32", "bfloat16", "float16"}) {
     for (int bits : kBits) {

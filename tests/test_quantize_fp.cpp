@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_features.h"
 #include "kiln/io.h"
 #include "kiln/kiln.h"
+#include "python_oracle.h"
 #include "test_util.h"
 
 namespace kiln {
@@ -425,14 +426,7 @@ out['to_fp8'] = mx.to_fp8(a['sweep'])
 out['from_fp8'] = mx.from_fp8(mx.arange(256).astype(mx.uint8), dtype=mx.float32)
 mx.save_safetensors(d + '/out.safetensors', out)
 )PY";
-  {
-    FILE* f = std::fopen((dir / "run.py").c_str(), "w");
-    ASSERT_NE(f, nullptr);
-    std::fputs(script.c_str(), f);
-    std::fclose(f);
-  }
-  std::string cmd = "python3 " + (dir / "run.py").string() + " " + dir.string();
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  ASSERT_EQ(test::run_python_in(dir.string(), script), 0) << (dir / "run.py").string();
   auto ref = load_safetensors((dir / "out.safetensors").string()).first;
   for (const char* t : {"float32", "bfloat16", "float16"}) {
     for (std::string mode : {"mxfp4", "mxfp8", "nvfp4", "nvfp4g"}) {
