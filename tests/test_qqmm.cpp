@@ -15,6 +15,7 @@
 
 #include "core/ops_util.h"
 #include "core/primitives.h"
+#include "core/quantize_checks.h"
 #include "kiln/io.h"
 #include "kiln/kiln.h"
 #include "python_oracle.h"
@@ -33,8 +34,7 @@ std::vector<array> quantized_eye(int K, const std::string& mode) {
 }
 // x rounded by qqmm's primitive itself, in float32.
 array rounded(const array& x, const std::string& mode) {
-  QuantMode m = mode == "mxfp8" ? QuantMode::mxfp8 : mode == "nvfp4" ? QuantMode::nvfp4 : QuantMode::mxfp4;
-  QuantParams p{m == QuantMode::nvfp4 ? 16 : 32, m == QuantMode::mxfp8 ? 8 : 4, m};
+  QuantParams p = detail::quant_mode_params("test", mode, std::nullopt, std::nullopt, {x});
   return astype(make_node<QuantizeDequantize>(x.shape(), x.dtype(), {x}, to_stream({}), p), float32);
 }
 
@@ -205,15 +205,13 @@ TEST(Qqmm, BadInputsNameTheOp) {
 
 // ---- against MLX itself ----
 
-bool python_has_mlx_qqmm() { return std::system("python3 -c 'import mlx.core as mx; mx.qqmm' > /dev/null 2>&1") == 0; }
-
 // MLX's CPU runs qqmm for one row of x with a quantized w: rows of x of
 // every dtype (ties between fp4 codes, scales from 2^-20 to 2^12) times a
 // quantized identity, one row per call, against Kiln's, bit for bit.
 TEST(QqmmMlx, RoundingOfXIsBitIdentical) {
-  if (!python_has_mlx_qqmm()) GTEST_SKIP() << "python3 cannot import mlx.core with qqmm (pip install mlx[cpu])";
-  auto dir = std::filesystem::temp_directory_path() / ("kiln_qqmm_mlx_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  if (!test::python_runs("import mlx.core as mx; mx.qqmm"))
+    GTEST_SKIP() << "python3 cannot import mlx.core with qqmm (pip install mlx[cpu])";
+  auto dir = test::scratch_dir("qqmm_mlx");
   const int K = 256, R = 24;
   std::vector<float> v(R * K);
   array base = test::random_array({R, K}, float32, -1.0, 1.0);

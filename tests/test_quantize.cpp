@@ -476,17 +476,10 @@ TEST(Quantize, ErrorsNameTheOpAndTheProblem) {
 
 // ---- against MLX itself ----
 
-std::filesystem::path temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("kiln_quant_" + name + "_" + std::to_string(reinterpret_cast<uintptr_t>(&name)));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // MLX writes "__metadata__": null when a file has no metadata; such a
 // file (every MLX-quantized checkpoint) loads.
 TEST(QuantizeMlx, SafetensorsWithNullMetadataLoad) {
-  auto dir = temp_dir("null_meta");
+  auto dir = test::scratch_dir("quant_null_meta");
   std::string header = R"({"__metadata__":null,"a":{"data_offsets":[0,8],"dtype":"F32","shape":[2]}})";
   while (header.size() % 8) header += ' ';
   uint64_t n = header.size();
@@ -504,13 +497,9 @@ TEST(QuantizeMlx, SafetensorsWithNullMetadataLoad) {
   std::filesystem::remove_all(dir);
 }
 
-bool python_has_mlx() {
-  return std::system("python3 -c 'import mlx.core' > /dev/null 2>&1") == 0;
-}
-
 TEST(QuantizeMlx, PackedWordsScalesBiasesAndDequantizationAreBitIdentical) {
-  if (!python_has_mlx()) GTEST_SKIP() << "python3 cannot import mlx.core (pip install mlx[cpu])";
-  auto dir = temp_dir("mlx");
+  if (!test::python_runs("import mlx.core")) GTEST_SKIP() << "python3 cannot import mlx.core (pip install mlx[cpu])";
+  auto dir = test::scratch_dir("quant_mlx");
   std::unordered_map<std::string, array> inputs;
   inputs.emplace("w_float32", test::random_array({6, 256}, float32, -2.0, 3.0));
   inputs.emplace("w_bfloat16", test::random_array({6, 256}, bfloat16, -2.0, 3.0));

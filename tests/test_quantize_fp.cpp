@@ -354,23 +354,14 @@ TEST(QuantizeFp, ErrorsAreMlxs) {
 
 // ---- against MLX itself ----
 
-bool python_has_mlx() { return std::system("python3 -c 'import mlx.core' > /dev/null 2>&1") == 0; }
-
-std::filesystem::path temp_dir(const std::string& name) {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("kiln_quant_fp_" + name + "_" + std::to_string(reinterpret_cast<uintptr_t>(&name)));
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 // MLX quantizes random matrices of every dtype in every mode; Kiln
 // re-quantizes the same matrices and must produce the same words and scales
 // bit for bit, dequantize MLX's arrays to MLX's values bit for bit, and
 // multiply them as MLX does within float32 rounding. Also MLX's to_fp8 /
 // from_fp8 over a sweep.
 TEST(QuantizeFpMlx, WordsScalesAndDequantizationAreBitIdentical) {
-  if (!python_has_mlx()) GTEST_SKIP() << "python3 cannot import mlx.core (pip install mlx[cpu])";
-  auto dir = temp_dir("mlx");
+  if (!test::python_runs("import mlx.core")) GTEST_SKIP() << "python3 cannot import mlx.core (pip install mlx[cpu])";
+  auto dir = test::scratch_dir("quant_fp_mlx");
   std::unordered_map<std::string, array> inputs;
   for (Dtype t : {float32, bfloat16, float16}) {
     // Wide dynamic range across rows (scales from 2^-20 to 2^12).

@@ -122,7 +122,6 @@ QqmmArgs check_qqmm(const char* op, const array& x, const array& w, const std::o
   } else {
     float_operand(w, "second");
     if (scales) fail(op, "scales were given for a w that is not quantized (uint32 words)", in);
-    if (w.ndim() < 2) fail(op, "w needs at least 2 dimensions", in);
     a.K = w.shape(-1);
   }
   a.N = w.shape(-2);
@@ -298,6 +297,10 @@ array gather_qqmm(const array& x, const array& w, const std::optional<array>& sc
 
 // ---- QuantizeDequantize's rules ----
 
+constexpr const char* kNoDerivative =
+    "[QuantizeDequantize] the rounding of qqmm's operands has no derivative (qqmm carries MLX's rule; gather_qqmm "
+    "has none, as in MLX)";
+
 bool QuantizeDequantize::is_equivalent(const Primitive& o) const {
   auto* q = dynamic_cast<const QuantizeDequantize*>(&o);
   return q && q->p_ == p_;
@@ -305,15 +308,11 @@ bool QuantizeDequantize::is_equivalent(const Primitive& o) const {
 std::vector<Shape> QuantizeDequantize::output_shapes(const std::vector<array>& inputs) { return {inputs[0].shape()}; }
 std::vector<array> QuantizeDequantize::vjp(const std::vector<array>&, const std::vector<array>&,
                                            const std::vector<int>&, const std::vector<array>&) {
-  throw Error(
-      "[QuantizeDequantize] the rounding of qqmm's operands has no derivative (qqmm carries MLX's rule; "
-      "gather_qqmm has none, as in MLX)");
+  throw Error(kNoDerivative);
 }
 std::vector<array> QuantizeDequantize::jvp(const std::vector<array>&, const std::vector<array>&,
                                            const std::vector<int>&) {
-  throw Error(
-      "[QuantizeDequantize] the rounding of qqmm's operands has no derivative (qqmm carries MLX's rule; "
-      "gather_qqmm has none, as in MLX)");
+  throw Error(kNoDerivative);
 }
 // Groups run along the last axis of each example: the mapped axis leads.
 std::pair<std::vector<array>, std::vector<int>> QuantizeDequantize::vmap(const std::vector<array>& inputs,

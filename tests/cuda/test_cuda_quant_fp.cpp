@@ -12,6 +12,7 @@
 
 #include "core/ops_util.h"
 #include "core/primitives.h"
+#include "core/quantize_checks.h"
 #include "kiln/kiln.h"
 #include "test_util.h"
 
@@ -127,9 +128,7 @@ TEST_F(GpuQuantFp, QqmmRoundingIsBitIdentical) {
         array x = wide_range(24, 256, t);
         array ties = astype(array(std::vector<float>{0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f}, Shape{1, 8}), t);
         x = concatenate({x, reshape(tile(ties, {1, 32}), {1, 256}), full({1, 256}, array(NAN), t)}, 0);
-        QuantMode qm = std::string(m.name) == "mxfp8" ? QuantMode::mxfp8
-                       : std::string(m.name) == "nvfp4" ? QuantMode::nvfp4 : QuantMode::mxfp4;
-        QuantParams p{m.gs, qm == QuantMode::mxfp8 ? 8 : 4, qm};
+        QuantParams p = detail::quant_mode_params("test", m.name, std::nullopt, std::nullopt, {x});
         std::vector<array> in{x};
         if (global) in.push_back(array(9.5f));
         array rc = make_node<QuantizeDequantize>(x.shape(), t, in, to_stream(Device::cpu), p);

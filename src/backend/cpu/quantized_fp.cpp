@@ -337,22 +337,11 @@ void fp_quantize_dequantize(const std::vector<array>& inputs, QuantParams p, arr
   Operand xs = inner_contiguous(x, x.ndim());
   std::optional<float> g = global_scale(inputs, 1);
   const float encode = g ? 2688.0f / *g : 1.0f;
-  switch (x.dtype()) {
-    case float32:
-      return quantize_dequantize_rows(reinterpret_cast<const float*>(xs.ptr), groups, p, encode,
-                                      reinterpret_cast<float*>(detail::data_ptr(out)));
-    case float16:
-      return quantize_dequantize_rows(reinterpret_cast<const float16_t*>(xs.ptr), groups, p, encode,
-                                      reinterpret_cast<float16_t*>(detail::data_ptr(out)));
-    case bfloat16:
-      return quantize_dequantize_rows(reinterpret_cast<const bfloat16_t*>(xs.ptr), groups, p, encode,
-                                      reinterpret_cast<bfloat16_t*>(detail::data_ptr(out)));
-    case float64:
-      return quantize_dequantize_rows(reinterpret_cast<const double*>(xs.ptr), groups, p, encode,
-                                      reinterpret_cast<double*>(detail::data_ptr(out)));
-    default:
-      throw Error(std::string("[qqmm] unsupported dtype ") + dtype_name(x.dtype()));
-  }
+  float_dispatch(x.dtype(), "qqmm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    quantize_dequantize_rows(reinterpret_cast<const T*>(xs.ptr), groups, p, encode,
+                             reinterpret_cast<T*>(detail::data_ptr(out)));
+  });
 }
 
 }  // namespace kiln::cpu
